@@ -1,0 +1,147 @@
+//! Versioned env ids mapped to constructors: `make("sql-agent-v0")`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use serde_json::{Map, Value};
+
+use crate::{Env, EnvError, EnvId, Result};
+
+/// A boxed env that can move between threads, as [`make`] returns it.
+pub type BoxEnv = Box<dyn Env + Send>;
+
+/// Builds an env from a configuration object (empty for the defaults).
+pub type EnvFactory = Arc<dyn Fn(&Map<String, Value>) -> Result<BoxEnv> + Send + Sync>;
+
+/// One registered env.
+#[derive(Clone)]
+pub struct Registration {
+    /// The versioned id.
+    pub id: EnvId,
+    /// One line on what the env is.
+    pub description: String,
+    factory: EnvFactory,
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("id", &self.id)
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registration {
+    /// Builds an instance.
+    pub fn make(&self, config: &Map<String, Value>) -> Result<BoxEnv> {
+        (self.factory)(config)
+    }
+}
+
+/// A set of env constructors keyed by versioned id.
+///
+/// Most programs use the process-wide registry through [`register`] and [`make`]; env crates
+/// offer a `register()` function that adds their envs to it.
+///
+/// ```
+/// use sandgym_env_api::{Registry, toy::GuessNumber};
+/// let mut registry = Registry::new();
+/// registry.register("guess-number-v0", "Guess a number.", |_| Ok(Box::new(GuessNumber::new())))?;
+/// let env = registry.make("guess-number", &Default::default())?; // no version: the latest
+/// assert_eq!(env.spec().id.to_string(), "guess-number-v0");
+/// assert!(registry.make("guess-number-v7", &Default::default()).is_err());
+/// # Ok::<(), sandgym_env_api::EnvError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    entries: BTreeMap<EnvId, Registration>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or re-registers) a constructor under `id` (`name-vN`).
+    pub fn register<F>(&mut self, id: &str, description: &str, factory: F) -> Result<()>
+    where
+        F: Fn(&Map<String, Value>) -> Result<BoxEnv> + Send + Sync + 'static,
+    {
+        let id: EnvId = id.parse()?;
+        self.entries.insert(
+            id.clone(),
+            Registration {
+                id,
+                description: description.to_owned(),
+                factory: Arc::new(factory),
+            },
+        );
+        Ok(())
+    }
+
+    /// The registration for `id`; a bare name (`sql-agent`) selects its latest version.
+    pub fn get(&self, id: &str) -> Result<&Registration> {
+        let found = match id.parse::<EnvId>() {
+            Ok(exact) => self.entries.get(&exact),
+            Err(_) => self.entries.values().rev().find(|r| r.id.name == id),
+        };
+        found.ok_or_else(|| EnvError::UnknownEnv {
+            id: id.to_owned(),
+            available: self.entries.keys().map(ToString::to_string).collect(),
+        })
+    }
+
+    /// Builds the env registered under `id` with the given configuration.
+    pub fn make(&self, id: &str, config: &Map<String, Value>) -> Result<BoxEnv> {
+        self.get(id)?.make(config)
+    }
+
+    /// All registrations, ordered by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Registration> {
+        self.entries.values()
+    }
+}
+
+fn global() -> &'static RwLock<Registry> {
+    static GLOBAL: OnceLock<RwLock<Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(Default::default)
+}
+
+/// Registers a constructor in the process-wide registry (see [`Registry::register`]).
+pub fn register<F>(id: &str, description: &str, factory: F) -> Result<()>
+where
+    F: Fn(&Map<String, Value>) -> Result<BoxEnv> + Send + Sync + 'static,
+{
+    global()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .register(id, description, factory)
+}
+
+/// Builds an env from the process-wide registry with its default configuration.
+pub fn make(id: &str) -> Result<BoxEnv> {
+    make_with(id, &Map::new())
+}
+
+/// Builds an env from the process-wide registry with a configuration object.
+pub fn make_with(id: &str, config: &Map<String, Value>) -> Result<BoxEnv> {
+    let registration = global()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(id)?
+        .clone();
+    registration.make(config)
+}
+
+/// A copy of every registration in the process-wide registry, ordered by id.
+pub fn registered() -> Vec<Registration> {
+    global()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,591 @@
+//! The JSON-schema subset that tool parameters are declared in, and its validator.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::SplitMix64;
+use crate::action::json_type;
+
+/// A JSON value type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaType {
+    /// A JSON object.
+    Object,
+    /// A JSON array.
+    Array,
+    /// A JSON string.
+    String,
+    /// A number without a fractional part.
+    Integer,
+    /// Any JSON number.
+    Number,
+    /// `true` or `false`.
+    Boolean,
+    /// `null`.
+    Null,
+}
+
+/// A JSON Schema for tool parameters — the subset that LLM tool calling uses in practice.
+///
+/// Supported keywords: `type`, `description`, `properties`, `required`,
+/// `additionalProperties` (a boolean), `items`, `enum`, `minimum`, `maximum`,
+/// `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `maxLength` (in characters),
+/// `minItems`, `maxItems`, `pattern` and `default`. Any other keyword is rejected when a schema
+/// is deserialised, so a spec never silently promises a check that is not made.
+///
+/// `pattern` is carried to constrained decoders (which enforce it while sampling) but not
+/// checked by [`Schema::validate`], to keep this crate free of a regex engine; an env that
+/// relies on a pattern must also check its input itself.
+///
+/// ```
+/// use sandgym_env_api::Schema;
+/// use serde_json::json;
+/// let schema = Schema::object()
+///     .property("table", Schema::string().with_enum(["orders", "users"]), true)
+///     .property("limit", Schema::integer().with_range(1.0, 100.0), false);
+/// assert!(schema.validate(&json!({"table": "orders", "limit": 5})).is_ok());
+/// let problems = schema.validate(&json!({"table": "x", "limit": 0})).unwrap_err();
+/// assert_eq!(problems.len(), 2);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Schema {
+    /// The required JSON type; any type when `None`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub ty: Option<SchemaType>,
+    /// Human (and model) readable meaning of the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Object properties by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, Schema>,
+    /// Object properties that must be present.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<String>,
+    /// Whether object keys outside `properties` are allowed (JSON Schema's default: yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_properties: Option<bool>,
+    /// The schema of every array item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Box<Schema>>,
+    /// The allowed values.
+    #[serde(rename = "enum", default, skip_serializing_if = "Option::is_none")]
+    pub enumeration: Option<Vec<Value>>,
+    /// Inclusive lower bound for numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<f64>,
+    /// Inclusive upper bound for numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<f64>,
+    /// Exclusive lower bound for numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_minimum: Option<f64>,
+    /// Exclusive upper bound for numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_maximum: Option<f64>,
+    /// Minimum string length in characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<u64>,
+    /// Maximum string length in characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<u64>,
+    /// Minimum array length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_items: Option<u64>,
+    /// Maximum array length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_items: Option<u64>,
+    /// A regular expression strings must match (enforced by constrained decoding; see above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The value assumed when the property is absent (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+}
+
+impl Schema {
+    fn of(ty: SchemaType) -> Self {
+        Self {
+            ty: Some(ty),
+            ..Self::default()
+        }
+    }
+
+    /// An object with no properties yet and no additional properties allowed.
+    pub fn object() -> Self {
+        Self {
+            additional_properties: Some(false),
+            ..Self::of(SchemaType::Object)
+        }
+    }
+    /// Any string.
+    pub fn string() -> Self {
+        Self::of(SchemaType::String)
+    }
+    /// Any integer.
+    pub fn integer() -> Self {
+        Self::of(SchemaType::Integer)
+    }
+    /// Any number.
+    pub fn number() -> Self {
+        Self::of(SchemaType::Number)
+    }
+    /// `true` or `false`.
+    pub fn boolean() -> Self {
+        Self::of(SchemaType::Boolean)
+    }
+    /// An array whose items match `items`.
+    pub fn array(items: Schema) -> Self {
+        Self {
+            items: Some(Box::new(items)),
+            ..Self::of(SchemaType::Array)
+        }
+    }
+
+    /// Adds a property to an object schema, required or not.
+    pub fn property(mut self, name: impl Into<String>, schema: Schema, required: bool) -> Self {
+        let name = name.into();
+        if required && !self.required.contains(&name) {
+            self.required.push(name.clone());
+        }
+        self.properties.insert(name, schema);
+        self
+    }
+    /// Sets the description.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+    /// Restricts the value to one of `values`.
+    pub fn with_enum<V: Into<Value>>(mut self, values: impl IntoIterator<Item = V>) -> Self {
+        self.enumeration = Some(values.into_iter().map(Into::into).collect());
+        self
+    }
+    /// Sets inclusive numeric bounds.
+    pub fn with_range(mut self, minimum: f64, maximum: f64) -> Self {
+        self.minimum = Some(minimum);
+        self.maximum = Some(maximum);
+        self
+    }
+    /// Sets string length bounds (in characters).
+    pub fn with_length(mut self, min: u64, max: u64) -> Self {
+        self.min_length = Some(min);
+        self.max_length = Some(max);
+        self
+    }
+    /// Sets array length bounds.
+    pub fn with_items_range(mut self, min: u64, max: u64) -> Self {
+        self.min_items = Some(min);
+        self.max_items = Some(max);
+        self
+    }
+    /// Sets the pattern (see the type docs for who enforces it).
+    pub fn with_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.pattern = Some(pattern.into());
+        self
+    }
+
+    /// The schema as a JSON value (for tool lists sent to models and decoders).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a Schema always serialises")
+    }
+
+    /// Checks `value` against the schema, returning every violation found (each message names
+    /// the offending path, e.g. `parameters.limit: 0 is below the minimum 1`).
+    pub fn validate(&self, value: &Value) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        self.check(value, "parameters", &mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Checks that the schema itself is consistent: bounds ordered, `required` names declared
+    /// properties, enum values of the declared type. Used by `check_env` on every tool.
+    pub fn lint(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.lint_at("parameters", &mut problems);
+        problems
+    }
+
+    fn lint_at(&self, path: &str, out: &mut Vec<String>) {
+        for name in &self.required {
+            if !self.properties.contains_key(name) && self.additional_properties == Some(false) {
+                out.push(format!(
+                    "{path}: `{name}` is required but not among the properties"
+                ));
+            }
+        }
+        if let (Some(lo), Some(hi)) = (self.minimum, self.maximum)
+            && lo > hi
+        {
+            out.push(format!("{path}: minimum {lo} exceeds maximum {hi}"));
+        }
+        if let (Some(lo), Some(hi)) = (self.min_length, self.max_length)
+            && lo > hi
+        {
+            out.push(format!("{path}: minLength {lo} exceeds maxLength {hi}"));
+        }
+        if let (Some(lo), Some(hi)) = (self.min_items, self.max_items)
+            && lo > hi
+        {
+            out.push(format!("{path}: minItems {lo} exceeds maxItems {hi}"));
+        }
+        if let Some(values) = &self.enumeration {
+            if values.is_empty() {
+                out.push(format!("{path}: enum is empty, no value can match"));
+            }
+            let bare = Schema {
+                enumeration: None,
+                ..self.clone()
+            };
+            for v in values {
+                if let Err(p) = bare.validate(v) {
+                    out.push(format!(
+                        "{path}: enum value {v} does not match its own schema ({})",
+                        p.join("; ")
+                    ));
+                }
+            }
+        }
+        for (name, sub) in &self.properties {
+            sub.lint_at(&format!("{path}.{name}"), out);
+        }
+        if let Some(items) = &self.items {
+            items.lint_at(&format!("{path}[]"), out);
+        }
+    }
+
+    /// A value that satisfies the schema, varied by `rng` (enum members, numbers inside the
+    /// bounds, strings of allowed length; every declared property of an object). Used by
+    /// `check_env` to script episodes for any env. Patterns are not followed.
+    ///
+    /// ```
+    /// use sandgym_env_api::{Schema, SplitMix64};
+    /// let s = Schema::object().property("n", Schema::integer().with_range(3.0, 5.0), true);
+    /// let v = s.example(&mut SplitMix64::new(1));
+    /// assert!(s.validate(&v).is_ok());
+    /// ```
+    pub fn example(&self, rng: &mut SplitMix64) -> Value {
+        if let Some(values) = self.enumeration.as_ref().filter(|v| !v.is_empty()) {
+            return rng.choose(values).clone();
+        }
+        match self.ty {
+            None | Some(SchemaType::Null) => Value::Null,
+            Some(SchemaType::Boolean) => Value::Bool(rng.below(2) == 1),
+            Some(SchemaType::Integer) | Some(SchemaType::Number) => {
+                let integer = self.ty == Some(SchemaType::Integer);
+                let mut lo = self.minimum.unwrap_or(-1000.0);
+                let mut hi = self.maximum.unwrap_or(lo.max(0.0) + 1000.0);
+                if let Some(x) = self.exclusive_minimum {
+                    lo = lo.max(if integer { x.floor() + 1.0 } else { x + 1e-6 });
+                }
+                if let Some(x) = self.exclusive_maximum {
+                    hi = hi.min(if integer { x.ceil() - 1.0 } else { x - 1e-6 });
+                }
+                if integer {
+                    let (lo, hi) = (lo.ceil() as i64, hi.floor() as i64);
+                    let span = hi.saturating_sub(lo).max(0) as u64;
+                    Value::from(lo.saturating_add(rng.below(span.saturating_add(1)) as i64))
+                } else {
+                    serde_json::Number::from_f64(lo + (hi - lo) * rng.next_f64())
+                        .map_or(Value::Null, Value::Number)
+                }
+            }
+            Some(SchemaType::String) => {
+                let min = self.min_length.unwrap_or(1);
+                let max = self.max_length.unwrap_or(min.max(8)).max(min);
+                let len = min + rng.below(max.min(min + 8) - min + 1);
+                let text: String = (0..len)
+                    .map(|_| char::from(b'a' + rng.below(26) as u8))
+                    .collect();
+                Value::String(text)
+            }
+            Some(SchemaType::Array) => {
+                let min = self.min_items.unwrap_or(0);
+                let max = self.max_items.unwrap_or(min + 2).max(min);
+                let len = min + rng.below(max.min(min + 3) - min + 1);
+                let item = self.items.as_deref().cloned().unwrap_or_default();
+                Value::Array((0..len).map(|_| item.example(rng)).collect())
+            }
+            Some(SchemaType::Object) => Value::Object(
+                self.properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.example(rng)))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// An object that violates this object schema (a required property missing, or an
+    /// undeclared one added), or `None` when the schema accepts every object.
+    pub fn counterexample(&self, rng: &mut SplitMix64) -> Option<Value> {
+        let Value::Object(mut object) = self.example(rng) else {
+            return None;
+        };
+        if let Some(name) = self.required.first() {
+            object.remove(name);
+        } else if self.additional_properties == Some(false) {
+            object.insert("__sandgym_undeclared__".into(), Value::Bool(true));
+        } else {
+            return None;
+        }
+        Some(Value::Object(object))
+    }
+
+    fn check(&self, value: &Value, path: &str, out: &mut Vec<String>) {
+        if let Some(ty) = self.ty
+            && !type_matches(ty, value)
+        {
+            out.push(format!(
+                "{path}: expected {}, got {}",
+                type_name(ty),
+                json_type(value)
+            ));
+            return;
+        }
+        if let Some(values) = &self.enumeration
+            && !values.iter().any(|v| json_eq(v, value))
+        {
+            out.push(format!(
+                "{path}: {} is not one of {}",
+                short(value),
+                values.iter().map(short).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        match value {
+            Value::Number(n) => self.check_number(n.as_f64().unwrap_or(f64::NAN), path, out),
+            Value::String(s) => {
+                let len = s.chars().count() as u64;
+                if let Some(min) = self.min_length.filter(|&m| len < m) {
+                    out.push(format!("{path}: {len} characters, at least {min} required"));
+                }
+                if let Some(max) = self.max_length.filter(|&m| len > m) {
+                    out.push(format!("{path}: {len} characters, at most {max} allowed"));
+                }
+            }
+            Value::Array(items) => {
+                let len = items.len() as u64;
+                if let Some(min) = self.min_items.filter(|&m| len < m) {
+                    out.push(format!("{path}: {len} items, at least {min} required"));
+                }
+                if let Some(max) = self.max_items.filter(|&m| len > m) {
+                    out.push(format!("{path}: {len} items, at most {max} allowed"));
+                }
+                if let Some(schema) = &self.items {
+                    for (i, item) in items.iter().enumerate() {
+                        schema.check(item, &format!("{path}[{i}]"), out);
+                    }
+                }
+            }
+            Value::Object(map) => self.check_object(map, path, out),
+            Value::Null | Value::Bool(_) => {}
+        }
+    }
+
+    fn check_number(&self, n: f64, path: &str, out: &mut Vec<String>) {
+        if let Some(min) = self.minimum.filter(|&m| n < m) {
+            out.push(format!("{path}: {n} is below the minimum {min}"));
+        }
+        if let Some(max) = self.maximum.filter(|&m| n > m) {
+            out.push(format!("{path}: {n} is above the maximum {max}"));
+        }
+        if let Some(min) = self.exclusive_minimum.filter(|&m| n <= m) {
+            out.push(format!("{path}: {n} must be greater than {min}"));
+        }
+        if let Some(max) = self.exclusive_maximum.filter(|&m| n >= m) {
+            out.push(format!("{path}: {n} must be less than {max}"));
+        }
+    }
+
+    fn check_object(&self, map: &Map<String, Value>, path: &str, out: &mut Vec<String>) {
+        for name in &self.required {
+            if !map.contains_key(name) {
+                out.push(format!("{path}: missing required `{name}`"));
+            }
+        }
+        for (key, item) in map {
+            match self.properties.get(key) {
+                Some(schema) => schema.check(item, &format!("{path}.{key}"), out),
+                None if self.additional_properties == Some(false) => {
+                    let known: Vec<&str> = self.properties.keys().map(String::as_str).collect();
+                    out.push(format!(
+                        "{path}: unexpected `{key}` (allowed: {})",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+fn type_matches(ty: SchemaType, value: &Value) -> bool {
+    match (ty, value) {
+        (SchemaType::Object, Value::Object(_))
+        | (SchemaType::Array, Value::Array(_))
+        | (SchemaType::String, Value::String(_))
+        | (SchemaType::Boolean, Value::Bool(_))
+        | (SchemaType::Null, Value::Null)
+        | (SchemaType::Number, Value::Number(_)) => true,
+        (SchemaType::Integer, Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+fn type_name(ty: SchemaType) -> &'static str {
+    match ty {
+        SchemaType::Object => "an object",
+        SchemaType::Array => "an array",
+        SchemaType::String => "a string",
+        SchemaType::Integer => "an integer",
+        SchemaType::Number => "a number",
+        SchemaType::Boolean => "a boolean",
+        SchemaType::Null => "null",
+    }
+}
+
+/// JSON equality in which `1` and `1.0` are the same number.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nested() -> Schema {
+        Schema::object()
+            .property("name", Schema::string().with_length(1, 5), true)
+            .property(
+                "items",
+                Schema::array(
+                    Schema::object()
+                        .property("sku", Schema::string(), true)
+                        .property("qty", Schema::integer().with_range(1.0, 9.0), true),
+                )
+                .with_items_range(1, 3),
+                true,
+            )
+            .property("ratio", Schema::number(), false)
+            .property("flag", Schema::boolean(), false)
+    }
+
+    #[test]
+    fn accepts_valid_nested_values() {
+        let v =
+            json!({"name": "ab", "items": [{"sku": "a", "qty": 2}], "ratio": 0.5, "flag": true});
+        assert_eq!(nested().validate(&v), Ok(()));
+        // 3.0 is an integer in JSON Schema.
+        let v = json!({"name": "ab", "items": [{"sku": "a", "qty": 3.0}]});
+        assert_eq!(nested().validate(&v), Ok(()));
+    }
+
+    #[test]
+    fn reports_every_violation_with_its_path() {
+        let v = json!({"name": "toolong", "items": [{"sku": 1, "qty": 10}, {}], "ratio": "x", "zzz": 1});
+        let problems = nested().validate(&v).unwrap_err();
+        let expect = [
+            "parameters.name: 7 characters, at most 5 allowed",
+            "parameters.items[0].sku: expected a string, got an integer",
+            "parameters.items[0].qty: 10 is above the maximum 9",
+            "parameters.items[1]: missing required `sku`",
+            "parameters.items[1]: missing required `qty`",
+            "parameters.ratio: expected a number, got a string",
+            "parameters: unexpected `zzz` (allowed: flag, items, name, ratio)",
+        ];
+        for e in expect {
+            assert!(
+                problems.iter().any(|p| p == e),
+                "missing {e:?} in {problems:#?}"
+            );
+        }
+        assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn enum_exclusive_bounds_and_missing() {
+        let s = Schema::object()
+            .property("t", Schema::string().with_enum(["a", "b"]), true)
+            .property(
+                "x",
+                Schema {
+                    exclusive_minimum: Some(0.0),
+                    exclusive_maximum: Some(1.0),
+                    ..Schema::number()
+                },
+                false,
+            );
+        let p = s.validate(&json!({"t": "c", "x": 1})).unwrap_err();
+        assert_eq!(
+            p,
+            vec![
+                r#"parameters.t: "c" is not one of "a", "b""#.to_owned(),
+                "parameters.x: 1 must be less than 1".to_owned()
+            ]
+        );
+        assert!(s.validate(&json!({})).unwrap_err()[0].contains("missing required `t`"));
+    }
+
+    #[test]
+    fn schema_json_round_trip_and_unknown_keywords() {
+        let s = nested();
+        let back: Schema = serde_json::from_value(s.to_value()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(s.to_value()["additionalProperties"], json!(false));
+        let err = serde_json::from_value::<Schema>(json!({"type": "string", "format": "email"}));
+        assert!(err.unwrap_err().to_string().contains("format"));
+    }
+
+    #[test]
+    fn examples_validate_and_counterexamples_do_not() {
+        let mut rng = SplitMix64::new(9);
+        for _ in 0..200 {
+            let v = nested().example(&mut rng);
+            assert_eq!(nested().validate(&v), Ok(()), "{v}");
+            let bad = nested().counterexample(&mut rng).unwrap();
+            assert!(nested().validate(&bad).is_err(), "{bad}");
+        }
+        let open = Schema {
+            additional_properties: None,
+            ..Schema::object()
+        };
+        assert_eq!(open.counterexample(&mut rng), None);
+    }
+
+    #[test]
+    fn lint_finds_inconsistent_schemas() {
+        let s = Schema::object()
+            .property("a", Schema::integer().with_range(5.0, 1.0), true)
+            .property("b", Schema::string().with_enum([1, 2]), false);
+        let mut s2 = s.clone();
+        s2.required.push("ghost".into());
+        let problems = s2.lint();
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(nested().lint().is_empty());
+    }
+}
