@@ -1,25 +1,79 @@
 //! sandgym: turn LLM-agent harnesses into sandboxed gymnasium-style environments and train
 //! policies on them.
 //!
-//! This crate holds the `sandgym` command-line tool and re-exports the workspace's libraries
-//! under one roof. The Env contract lives in [`env_api`] (`sandgym-env-api`).
+//! This crate holds the `sandgym` command-line tool and puts the workspace's libraries under
+//! one roof: the Env contract is [`env_api`] (`sandgym-env-api`), the WebAssembly sandbox is
+//! [`sandbox`] (`sandgym-sandbox`). [`make_env`] builds any bundled env natively or sandboxed.
 //!
 //! ```
-//! sandgym::register_builtin_envs();
-//! let env = sandgym::env_api::make("guess-number-v0")?;
-//! assert_eq!(env.spec().tools[0].name, "guess");
+//! use sandgym::{Backend, make_env};
+//! let native = make_env("guess-number-v0", Backend::Native, &Default::default())?;
+//! let wasm = make_env("guess-number-v0", Backend::Wasm, &Default::default())?;
+//! assert_eq!(native.spec(), wasm.spec());
 //! # Ok::<(), sandgym::env_api::EnvError>(())
 //! ```
 #![deny(missing_docs)]
 
+use serde_json::{Map, Value};
+
 pub use sandgym_env_api as env_api;
+pub use sandgym_sandbox as sandbox;
+
+use env_api::{BoxEnv, EnvError, EnvId};
+use sandgym_guest_artifacts::Guest;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// Registers every env bundled with sandgym in the process-wide registry, so that
-/// [`env_api::make`] finds them by id. Calling it again is harmless.
+/// Where an env runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// In this process, as ordinary Rust.
+    Native,
+    /// In a wasmtime sandbox, as a WebAssembly component.
+    #[default]
+    Wasm,
+}
+
+/// The bundled envs: id name → guest crate in `envs/guests`.
+const BUNDLED: &[(&str, &str)] = &[("guess-number", "guess-number")];
+
+/// Registers every env bundled with sandgym in the process-wide registry (native builds), so
+/// that [`env_api::make`] finds them by id. Calling it again is harmless.
 pub fn register_builtin_envs() {
     env_api::toy::GuessNumber::register();
+}
+
+/// The embedded WebAssembly guest of a bundled env id (`name-vN` or a bare name).
+pub fn bundled_guest(id: &str) -> Option<Guest> {
+    let name = id.parse::<EnvId>().map_or(id.to_owned(), |id| id.name);
+    BUNDLED
+        .iter()
+        .find(|(env, _)| *env == name)
+        .and_then(|(_, guest)| Guest::find(guest))
+}
+
+/// Builds a bundled env by id, natively or in the shared [`sandbox::Sandbox`].
+pub fn make_env(
+    id: &str,
+    backend: Backend,
+    config: &Map<String, Value>,
+) -> env_api::Result<BoxEnv> {
+    register_builtin_envs();
+    match backend {
+        Backend::Native => env_api::make_with(id, config),
+        Backend::Wasm => {
+            let registration = env_api::lookup(id)?;
+            let guest = bundled_guest(&registration.id.to_string()).ok_or_else(|| {
+                EnvError::InvalidConfig {
+                    reason: format!("{} has no WebAssembly build", registration.id),
+                }
+            })?;
+            let env = sandbox::Sandbox::shared()?
+                .load(guest.wasm)?
+                .instantiate(config)?;
+            Ok(Box::new(env))
+        }
+    }
 }

@@ -18,6 +18,10 @@ struct Cli {
 enum Command {
     /// List the registered environments with their tools and parameter schemas.
     Envs(cli::envs::Args),
+    /// Check that an env keeps the Env contract (determinism, invalid actions, termination, …).
+    Check(cli::check::Args),
+    /// Measure performance figures (`sandgym bench sandbox`).
+    Bench(cli::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -25,6 +29,8 @@ fn main() -> ExitCode {
     sandgym::register_builtin_envs();
     let result = match cli.command {
         Command::Envs(args) => cli::envs::run(&args),
+        Command::Check(args) => cli::check::run(&args),
+        Command::Bench(args) => cli::bench::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -373,7 +373,9 @@ impl Checker<'_> {
                 if *kind != ErrorKind::InvalidAction {
                     self.report.fail_first(
                         "step",
-                        format!("step {i} (seed {seed}) failed with a {kind} on a scripted action: {message}"),
+                        format!(
+                            "step {i} (seed {seed}) failed on a scripted action ({kind}): {message}"
+                        ),
                     );
                 }
             }
@@ -398,11 +400,16 @@ impl Checker<'_> {
         };
         let mut traces = Vec::new();
         for &seed in &seeds {
-            match self.play(seed, true) {
-                Some(trace) => traces.push(trace),
-                None => return,
+            let Some(trace) = self.play(seed, true) else {
+                return;
+            };
+            // An episode ended by an env failure has been reported already; only a normal end
+            // is probed for stepping past it.
+            let failed = matches!(trace.steps.last(), Some(Outcome::Error { kind, .. }) if *kind != ErrorKind::InvalidAction);
+            traces.push(trace);
+            if !failed {
+                self.termination(seed);
             }
-            self.termination(seed);
         }
         // Replay the first seed after the others: state leaking across episodes shows up here.
         let Some(replay) = self.play(first, false) else {
@@ -444,7 +451,7 @@ impl Checker<'_> {
             ),
             Ok(Err(e)) if e.kind() != ErrorKind::Usage => self.report.fail_first(
                 "termination",
-                format!("step after the end returned a {} (`{e}`), expected EnvError::EpisodeOver", e.kind()),
+                format!("step after the end returned `{e}` ({}), expected EnvError::EpisodeOver", e.kind()),
             ),
             Ok(Err(_)) => {}
         }
@@ -484,7 +491,7 @@ impl Checker<'_> {
                 }) => {}
                 Some(Outcome::Error { kind, message }) => self.report.fail(
                     "invalid-actions",
-                    format!("{what} gave a {kind} (`{message}`), expected an invalid-action error"),
+                    format!("{what} gave `{message}` ({kind}), expected an invalid-action error"),
                 ),
                 Some(Outcome::Step { .. }) => self.report.fail(
                     "invalid-actions",

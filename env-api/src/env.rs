@@ -113,7 +113,7 @@ pub trait Env {
 
     /// Serialises the complete episode state, so that [`Env::restore`] on any instance of the
     /// same env continues bit-identically. Optional.
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
         Err(EnvError::SnapshotUnsupported)
     }
 
@@ -143,7 +143,35 @@ impl<E: Env + ?Sized> Env for Box<E> {
     fn done(&self) -> Done {
         (**self).done()
     }
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        (**self).snapshot()
+    }
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        (**self).restore(snapshot)
+    }
+}
+
+/// A mutable reference to an env is an env, so wrappers can borrow one.
+impl<E: Env + ?Sized> Env for &mut E {
+    fn spec(&self) -> &EnvSpec {
+        (**self).spec()
+    }
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
+        (**self).reset(seed, options)
+    }
+    fn observe(&self) -> Observation {
+        (**self).observe()
+    }
+    fn step(&mut self, action: &Action) -> Result<Observation> {
+        (**self).step(action)
+    }
+    fn reward(&self) -> f64 {
+        (**self).reward()
+    }
+    fn done(&self) -> Done {
+        (**self).done()
+    }
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
         (**self).snapshot()
     }
     fn restore(&mut self, snapshot: &[u8]) -> Result<()> {

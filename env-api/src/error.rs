@@ -99,6 +99,15 @@ pub enum EnvError {
     /// The env's backend (a sandbox, a remote host) failed; the episode is lost.
     #[error("env backend failed: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// An error reported by an env running elsewhere (a sandboxed guest, a remote host) that has
+    /// no typed equivalent here; its kind and message are kept.
+    #[error("{message}")]
+    Remote {
+        /// The error's class.
+        kind: ErrorKind,
+        /// The message, as the remote env displayed it.
+        message: String,
+    },
     /// Reading or writing trajectories failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -122,7 +131,8 @@ fn list(items: &[String]) -> String {
 }
 
 /// The class of an [`EnvError`]: who made the mistake and what state the env is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The agent's action was invalid. The env is unchanged; show the message to the agent.
     InvalidAction,
@@ -162,6 +172,7 @@ impl EnvError {
             | EnvError::ActionRejected { .. } => ErrorKind::InvalidAction,
             EnvError::NotReset | EnvError::EpisodeOver { .. } => ErrorKind::Usage,
             EnvError::Panicked { .. } | EnvError::Backend(_) => ErrorKind::Episode,
+            EnvError::Remote { kind, .. } => *kind,
             _ => ErrorKind::Other,
         }
     }

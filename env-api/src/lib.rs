@@ -93,6 +93,7 @@ pub mod toy;
 mod trajectory;
 #[cfg(feature = "vec")]
 mod vec_env;
+mod wire;
 mod wrappers;
 
 pub use action::{Action, ActionBody, ToolCall};
@@ -102,7 +103,7 @@ pub use error::{EnvError, ErrorKind, Result};
 pub use observation::{Done, Observation};
 pub use record::StepRecord;
 pub use registry::{
-    BoxEnv, EnvFactory, Registration, Registry, make, make_with, register, registered,
+    BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
 };
 pub use rng::SplitMix64;
 pub use schema::{Schema, SchemaType};
@@ -111,4 +112,5 @@ pub use tool::{ToolSpec, validate_action};
 pub use trajectory::Trajectory;
 #[cfg(feature = "vec")]
 pub use vec_env::{AutoReset, Transition, VecEnv};
+pub use wire::WireError;
 pub use wrappers::{RecordTrajectory, TimeLimit};

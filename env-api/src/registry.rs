@@ -128,12 +128,17 @@ pub fn make(id: &str) -> Result<BoxEnv> {
 
 /// Builds an env from the process-wide registry with a configuration object.
 pub fn make_with(id: &str, config: &Map<String, Value>) -> Result<BoxEnv> {
-    let registration = global()
+    lookup(id)?.make(config)
+}
+
+/// The registration of `id` in the process-wide registry (a bare name selects the latest
+/// version).
+pub fn lookup(id: &str) -> Result<Registration> {
+    global()
         .read()
         .unwrap_or_else(|e| e.into_inner())
-        .get(id)?
-        .clone();
-    registration.make(config)
+        .get(id)
+        .cloned()
 }
 
 /// A copy of every registration in the process-wide registry, ordered by id.

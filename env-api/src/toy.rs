@@ -165,7 +165,7 @@ impl Env for GuessNumber {
         self.state.done
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
         serde_json::to_vec(&self.state).map_err(|e| EnvError::Snapshot {
             reason: e.to_string(),
         })

@@ -108,7 +108,7 @@ impl<E: Env> Env for RecordTrajectory<E> {
         self.inner.done()
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
         self.inner.snapshot()
     }
 

@@ -100,7 +100,7 @@ impl<E: Env> Env for TimeLimit<E> {
         }
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
         let mut bytes = self.steps.to_le_bytes().to_vec();
         bytes.extend(self.inner.snapshot()?);
         Ok(bytes)

@@ -1,0 +1,210 @@
+//! The shared engine, its epoch ticker, and loaded guests.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings::{EnvGuest, EnvGuestPre};
+use crate::host::HostState;
+use crate::{CpuLimit, Result, SandboxConfig, SandboxError, WasmEnv, cache};
+
+/// How often the epoch advances when CPU is limited by deadline.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// A wasmtime engine configured for sandgym guests, shared by every guest it loads.
+///
+/// Cloning is cheap (an `Arc`). Guests are compiled once (and cached on disk), linked once
+/// (`InstancePre`), and instantiated per [`WasmEnv`].
+///
+/// ```
+/// use sandgym_sandbox::{Sandbox, SandboxConfig};
+/// let sandbox = Sandbox::new(SandboxConfig::default())?;
+/// let guest = sandbox.load(sandgym_guest_artifacts::GUESS_NUMBER.wasm)?;
+/// let env = guest.instantiate(&Default::default())?;
+/// use sandgym_env_api::Env;
+/// assert_eq!(env.spec().id.to_string(), "guess-number-v0");
+/// # Ok::<(), sandgym_sandbox::SandboxError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    config: SandboxConfig,
+    loaded: Mutex<HashMap<String, Guest>>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Sandbox {
+    /// A sandbox with its own engine.
+    pub fn new(config: SandboxConfig) -> Result<Self> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .max_wasm_stack(config.limits.stack_bytes)
+            .parallel_compilation(true);
+        match config.limits.cpu {
+            CpuLimit::Deadline(_) => {
+                wasm.epoch_interruption(true);
+            }
+            CpuLimit::Fuel(_) => {
+                wasm.consume_fuel(true);
+            }
+        }
+        if config.pooling {
+            let n = config.max_instances.max(1);
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(n)
+                .total_core_instances(n * 8)
+                .total_memories(n * 2)
+                .total_tables(n * 8)
+                .max_memories_per_component(8)
+                .max_tables_per_component(16)
+                .max_core_instances_per_component(16)
+                .max_memory_size(config.limits.memory_bytes)
+                .table_elements(config.limits.table_elements);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm).map_err(SandboxError::Load)?;
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        if matches!(config.limits.cpu, CpuLimit::Deadline(_)) {
+            let engine = engine.clone();
+            let stop = ticker_stop.clone();
+            std::thread::Builder::new()
+                .name("sandgym-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|source| SandboxError::Io {
+                    path: "epoch ticker thread".into(),
+                    source,
+                })?;
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                config,
+                loaded: Mutex::new(HashMap::new()),
+                ticker_stop,
+            }),
+        })
+    }
+
+    /// The process-wide sandbox with the default configuration.
+    pub fn shared() -> Result<Self> {
+        static SHARED: OnceLock<std::result::Result<Sandbox, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Sandbox::new(SandboxConfig::default()).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| SandboxError::Load(wasmtime::Error::msg(e)))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Compiles (or fetches from the cache) and links a guest component. Loading the same
+    /// bytes again returns the already linked guest.
+    pub fn load(&self, wasm: &[u8]) -> Result<Guest> {
+        let key = cache::key(&self.inner.engine, wasm);
+        if let Some(guest) = self.lock().get(&key) {
+            return Ok(guest.clone());
+        }
+        let cache_dir = self.inner.config.cache_dir.as_ref().map(|d| d.join("wasm"));
+        let component = cache::load(&self.inner.engine, wasm, cache_dir.as_deref())?;
+        let mut linker = Linker::<HostState>::new(&self.inner.engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SandboxError::Load)?;
+        EnvGuest::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(SandboxError::Load)?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(SandboxError::Load)?;
+        let pre = EnvGuestPre::new(pre).map_err(SandboxError::Load)?;
+        let guest = Guest {
+            inner: Arc::new(GuestInner {
+                sandbox: self.clone(),
+                pre,
+                key: key.clone(),
+                specs: Mutex::new(HashMap::new()),
+            }),
+        };
+        self.lock().insert(key, guest.clone());
+        Ok(guest)
+    }
+
+    /// Reads a guest component from a file and loads it.
+    pub fn load_file(&self, path: &std::path::Path) -> Result<Guest> {
+        let wasm = std::fs::read(path).map_err(|source| SandboxError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load(&wasm)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Guest>> {
+        self.inner.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A compiled, linked guest, ready to instantiate (cheap to clone).
+#[derive(Clone)]
+pub struct Guest {
+    pub(crate) inner: Arc<GuestInner>,
+}
+
+pub(crate) struct GuestInner {
+    pub(crate) sandbox: Sandbox,
+    pub(crate) pre: EnvGuestPre<HostState>,
+    key: String,
+    /// Specs by configuration text: a guest's spec is a function of its configuration, so
+    /// later instances skip asking for it.
+    pub(crate) specs: Mutex<HashMap<String, sandgym_env_api::EnvSpec>>,
+}
+
+impl std::fmt::Debug for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guest")
+            .field("key", &self.inner.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guest {
+    /// A new env instance with the given configuration (passed to the guest's constructor).
+    pub fn instantiate(&self, config: &Map<String, Value>) -> Result<WasmEnv> {
+        WasmEnv::new(self.clone(), config.clone())
+    }
+
+    /// The sandbox this guest belongs to.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.inner.sandbox
+    }
+}

@@ -1,0 +1,367 @@
+//! `WasmEnv`: an [`Env`] whose implementation runs as a sandboxed guest.
+
+use serde_json::{Map, Value};
+use wasmtime::{Store, Trap};
+
+use sandgym_env_api::{Action, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, WireError};
+
+use crate::bindings::{EnvGuest, Status, WitError};
+use crate::host::HostState;
+use crate::sandbox::EPOCH_TICK;
+use crate::{CpuLimit, Guest, Result, SandboxError};
+
+struct Instance {
+    store: Store<HostState>,
+    bindings: EnvGuest,
+}
+
+/// An env running inside a wasmtime guest. It implements [`Env`], so nothing above it knows
+/// whether an env is native or sandboxed.
+///
+/// Every call into the guest runs under the sandbox's limits. A guest fault (timeout, memory,
+/// stack, panic, oversized or invalid output, trap) returns an [`EnvError::Backend`] holding the
+/// [`SandboxError`], ends the episode, and discards the instance; the next `reset`
+/// instantiates a fresh one. Errors the env itself reports (an unknown tool, bad parameters)
+/// come back as the same typed [`EnvError`] a native build returns.
+///
+/// `observe`, `reward` and `done` are answered from the last result on the host side, so a
+/// step costs one call into the guest.
+pub struct WasmEnv {
+    guest: Guest,
+    config: Map<String, Value>,
+    instance: Option<Instance>,
+    poisoned: Option<String>,
+    spec: EnvSpec,
+    last: Observation,
+    reward: f64,
+    done: Done,
+    reset_once: bool,
+    instances_created: u64,
+}
+
+impl std::fmt::Debug for WasmEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmEnv")
+            .field("id", &self.spec.id)
+            .field("done", &self.done)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+fn wit_to_env_error(e: WitError) -> EnvError {
+    EnvError::from(WireError::from_json(&e.detail))
+}
+
+fn status(s: Status) -> Done {
+    match s {
+        Status::Running => Done::Running,
+        Status::Terminated => Done::Terminated,
+        Status::Truncated => Done::Truncated,
+    }
+}
+
+impl WasmEnv {
+    pub(crate) fn new(guest: Guest, config: Map<String, Value>) -> Result<Self> {
+        let mut env = Self {
+            guest,
+            config,
+            instance: None,
+            poisoned: None,
+            spec: EnvSpec::new("unknown-v0".parse().expect("valid id")),
+            last: Observation::default(),
+            reward: 0.0,
+            done: Done::Running,
+            reset_once: false,
+            instances_created: 0,
+        };
+        env.instance = Some(env.new_instance()?);
+        let key = serde_json::to_string(&env.config).expect("a JSON map serialises");
+        let cached = env
+            .guest
+            .inner
+            .specs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        env.spec = match cached {
+            Some(spec) => spec,
+            None => {
+                let text = env.call(|s, g| g.sandgym_env_env().call_spec(s))?;
+                env.check_size(text.len())?;
+                let spec: EnvSpec =
+                    serde_json::from_str(&text).map_err(|e| SandboxError::InvalidOutput {
+                        reason: format!("the spec is not a valid EnvSpec: {e}"),
+                    })?;
+                env.guest
+                    .inner
+                    .specs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, spec.clone());
+                spec
+            }
+        };
+        Ok(env)
+    }
+
+    /// The guest this env runs.
+    pub fn guest(&self) -> &Guest {
+        &self.guest
+    }
+
+    /// How many instances this env has created (1 plus one per recovery from a fault, or one
+    /// per episode with `fresh_instance_per_episode`).
+    pub fn instances_created(&self) -> u64 {
+        self.instances_created
+    }
+
+    /// The lines the guest logged through the `host` interface since its instance started.
+    pub fn logs(&self) -> Vec<String> {
+        self.instance
+            .as_ref()
+            .map(|i| {
+                i.store
+                    .data()
+                    .log
+                    .iter()
+                    .map(|(l, m)| format!("{l:?}: {m}"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn limits(&self) -> &crate::Limits {
+        &self.guest.inner.sandbox.config().limits
+    }
+
+    fn new_instance(&mut self) -> Result<Instance> {
+        let limits = self.limits().clone();
+        let engine = self.guest.inner.sandbox.engine().clone();
+        let mut store = Store::new(&engine, HostState::new(&limits));
+        store.limiter(|s| &mut s.limiter);
+        if let CpuLimit::Deadline(_) = limits.cpu {
+            store.epoch_deadline_trap();
+        }
+        arm(&mut store, limits.cpu).map_err(SandboxError::Instantiate)?;
+        let bindings =
+            self.guest.inner.pre.instantiate(&mut store).map_err(|e| {
+                match classify(e, &store, limits.cpu) {
+                    SandboxError::Trap { message } => {
+                        SandboxError::Instantiate(wasmtime::Error::msg(message))
+                    }
+                    other => other,
+                }
+            })?;
+        self.instances_created += 1;
+        let mut instance = Instance { store, bindings };
+        let config = serde_json::to_string(&self.config).expect("a JSON map serialises");
+        arm(&mut instance.store, limits.cpu).map_err(SandboxError::Instantiate)?;
+        let init = instance
+            .bindings
+            .sandgym_env_env()
+            .call_init(&mut instance.store, &config)
+            .map_err(|e| classify(e, &instance.store, limits.cpu))?;
+        init.map_err(|e| SandboxError::Init(wit_to_env_error(e)))?;
+        Ok(instance)
+    }
+
+    /// Runs one call into the guest under the limits; a fault poisons the instance.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&mut Store<HostState>, &EnvGuest) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        let cpu = self.limits().cpu;
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(SandboxError::Poisoned {
+                reason: self
+                    .poisoned
+                    .clone()
+                    .unwrap_or_else(|| "no instance".into()),
+            });
+        };
+        let result =
+            arm(&mut instance.store, cpu).and_then(|()| f(&mut instance.store, &instance.bindings));
+        match result {
+            Ok(value) => Ok(value),
+            Err(e) => {
+                let error = classify(e, &instance.store, cpu);
+                self.fault(&error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Ends the episode after a guest fault and discards the instance.
+    fn fault(&mut self, error: &SandboxError) {
+        self.poisoned = Some(error.to_string());
+        self.instance = None;
+        self.done = Done::Terminated;
+    }
+
+    fn check_size(&mut self, bytes: usize) -> Result<()> {
+        let limit = self.limits().max_output_bytes;
+        if bytes > limit {
+            let error = SandboxError::OutputTooLarge { bytes, limit };
+            self.fault(&error);
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    fn parse_observation(&mut self, text: &str) -> Result<Observation> {
+        self.check_size(text.len())?;
+        serde_json::from_str(text).map_err(|e| {
+            let error = SandboxError::InvalidOutput {
+                reason: format!("the observation is not valid JSON: {e}"),
+            };
+            self.fault(&error);
+            error
+        })
+    }
+
+    /// Refreshes the host-side copies of observation, reward and done from the guest.
+    fn sync(&mut self) -> Result<()> {
+        let text = self.call(|s, g| g.sandgym_env_env().call_observe(s))?;
+        self.last = self.parse_observation(&text)?;
+        self.reward = self.call(|s, g| g.sandgym_env_env().call_reward(s))?;
+        self.done = status(self.call(|s, g| g.sandgym_env_env().call_done(s))?);
+        Ok(())
+    }
+
+    fn ensure_instance(&mut self, fresh: bool) -> Result<()> {
+        if fresh || self.instance.is_none() {
+            self.instance = None;
+            let instance = self.new_instance()?;
+            self.instance = Some(instance);
+            self.poisoned = None;
+        }
+        Ok(())
+    }
+}
+
+/// Sets the per-call CPU budget.
+fn arm(store: &mut Store<HostState>, cpu: CpuLimit) -> wasmtime::Result<()> {
+    match cpu {
+        CpuLimit::Deadline(limit) => {
+            let ticks = limit.as_nanos().div_ceil(EPOCH_TICK.as_nanos()).max(1);
+            store.set_epoch_deadline(ticks as u64);
+            Ok(())
+        }
+        CpuLimit::Fuel(fuel) => store.set_fuel(fuel),
+    }
+}
+
+/// Turns a wasmtime error from a guest call into a typed sandbox error.
+fn classify(error: wasmtime::Error, store: &Store<HostState>, cpu: CpuLimit) -> SandboxError {
+    let error = match error.downcast::<SandboxError>() {
+        Ok(typed) => return typed,
+        Err(error) => error,
+    };
+    let Some(trap) = error.downcast_ref::<Trap>() else {
+        return SandboxError::Trap {
+            message: format!("{error:#}"),
+        };
+    };
+    match *trap {
+        Trap::OutOfFuel => SandboxError::OutOfFuel {
+            fuel: match cpu {
+                CpuLimit::Fuel(f) => f,
+                CpuLimit::Deadline(_) => 0,
+            },
+        },
+        Trap::Interrupt => SandboxError::Timeout {
+            limit: match cpu {
+                CpuLimit::Deadline(d) => d,
+                CpuLimit::Fuel(_) => Default::default(),
+            },
+        },
+        Trap::StackOverflow => SandboxError::StackOverflow,
+        Trap::UnreachableCodeReached => match store.data().panic_message() {
+            Some(message) => SandboxError::GuestPanic { message },
+            None => SandboxError::Trap {
+                message: trap.to_string(),
+            },
+        },
+        Trap::MemoryOutOfBounds => SandboxError::Trap {
+            message: format!(
+                "{trap} (in Rust guests usually a shadow-stack overflow from deep recursion with large frames)"
+            ),
+        },
+        other => SandboxError::Trap {
+            message: other.to_string(),
+        },
+    }
+}
+
+impl Env for WasmEnv {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> sandgym_env_api::Result<Observation> {
+        let fresh = self.guest.inner.sandbox.config().fresh_instance_per_episode && self.reset_once;
+        self.ensure_instance(fresh)?;
+        let options = serde_json::to_string(options).expect("ResetOptions serialise");
+        let result = self.call(|s, g| g.sandgym_env_env().call_reset(s, seed, &options))?;
+        let text = result.map_err(wit_to_env_error)?;
+        self.last = self.parse_observation(&text)?;
+        self.reward = 0.0;
+        self.done = Done::Running;
+        self.reset_once = true;
+        Ok(self.last.clone())
+    }
+
+    fn observe(&self) -> Observation {
+        self.last.clone()
+    }
+
+    fn step(&mut self, action: &Action) -> sandgym_env_api::Result<Observation> {
+        if !self.reset_once {
+            return Err(EnvError::NotReset);
+        }
+        if let Some(reason) = &self.poisoned {
+            return Err(SandboxError::Poisoned {
+                reason: reason.clone(),
+            }
+            .into());
+        }
+        if self.done.is_done() {
+            return Err(EnvError::EpisodeOver { done: self.done });
+        }
+        let action = action.to_json();
+        let result = self.call(|s, g| g.sandgym_env_env().call_step(s, &action))?;
+        let step = result.map_err(wit_to_env_error)?;
+        let observation = self.parse_observation(&step.observation)?;
+        self.last = observation;
+        self.reward = step.reward;
+        self.done = status(step.status);
+        Ok(self.last.clone())
+    }
+
+    fn reward(&self) -> f64 {
+        self.reward
+    }
+
+    fn done(&self) -> Done {
+        self.done
+    }
+
+    fn snapshot(&mut self) -> sandgym_env_api::Result<Vec<u8>> {
+        let result = self.call(|s, g| g.sandgym_env_env().call_snapshot(s))?;
+        let bytes = result.map_err(wit_to_env_error)?;
+        self.check_size(bytes.len())?;
+        Ok(bytes)
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> sandgym_env_api::Result<()> {
+        self.ensure_instance(false)?;
+        let state = snapshot.to_vec();
+        let result = self.call(|s, g| g.sandgym_env_env().call_restore(s, &state))?;
+        result.map_err(wit_to_env_error)?;
+        self.reset_once = true;
+        self.sync()?;
+        Ok(())
+    }
+}

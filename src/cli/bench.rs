@@ -1,0 +1,162 @@
+//! `sandgym bench`: whole-pipeline figures, each against a baseline measured in the same run.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use sandgym::env_api::toy::GuessNumber;
+use sandgym::env_api::{Action, Env, ResetOptions};
+use sandgym::sandbox::{Guest, Sandbox, SandboxConfig};
+use serde_json::{Map, Value, json};
+
+/// What to measure.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum What {
+    /// The WASM sandbox: step round trip against native, fresh episodes, threads, snapshots.
+    Sandbox,
+}
+
+/// Options of `sandgym bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The benchmark to run.
+    what: What,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seconds per measurement (longer is steadier).
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+}
+
+/// Runs the subcommand.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let figures = match args.what {
+        What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
+    } else {
+        for (k, v) in &figures {
+            println!("{k:<28} {v}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Mean time per call of `f`, over rounds of about `budget`, as the median of three rounds.
+fn per_call(budget: Duration, mut f: impl FnMut()) -> Duration {
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut n = 0u32;
+        while start.elapsed() < budget / 3 {
+            for _ in 0..64 {
+                f();
+            }
+            n += 64;
+        }
+        rounds.push(start.elapsed() / n);
+    }
+    rounds.sort();
+    rounds[1]
+}
+
+fn us(d: Duration) -> Value {
+    json!((d.as_secs_f64() * 1e8).round() / 100.0)
+}
+
+fn sandbox(budget: Duration) -> anyhow::Result<Map<String, Value>> {
+    let config = json!({"max": 1_000_000});
+    let config = config.as_object().expect("an object");
+    let sandbox = Sandbox::new(SandboxConfig::default())?;
+    let guest = sandbox.load(
+        sandgym::bundled_guest("guess-number-v0")
+            .expect("bundled")
+            .wasm,
+    )?;
+    // Guessing 1 keeps the episode going (the secret is almost never 1), so every step is the
+    // same valid tool call with the same reply.
+    let action = Action::tool("guess", json!({"number": 1})).with_thought("binary search next");
+    let seed = 1;
+    let mut native = GuessNumber::from_config(config)?;
+    let mut wasm = guest.instantiate(config)?;
+    native.reset(seed, &ResetOptions::default())?;
+    wasm.reset(seed, &ResetOptions::default())?;
+    anyhow::ensure!(
+        native.step(&action)?.content == "higher",
+        "seed {seed} has secret 1"
+    );
+    wasm.step(&action)?;
+
+    let step_native = per_call(budget, || {
+        native.step(&action).expect("native step");
+    });
+    let step_wasm = per_call(budget, || {
+        wasm.step(&action).expect("wasm step");
+    });
+    let fresh = per_call(budget, || {
+        let mut env = guest.instantiate(config).expect("instantiate");
+        env.reset(seed, &ResetOptions::default()).expect("reset");
+    });
+    let reset_reused = per_call(budget, || {
+        wasm.reset(seed, &ResetOptions::default()).expect("reset");
+    });
+    let snap = wasm.snapshot()?;
+    let snapshot = per_call(budget, || {
+        wasm.snapshot().expect("snapshot");
+    });
+    let restore = per_call(budget, || {
+        wasm.restore(&snap).expect("restore");
+    });
+    let threads = 2;
+    let steps_per_s = parallel_steps(&guest, config, &action, threads, budget)?;
+
+    let mut out = Map::new();
+    out.insert("step_native_us".into(), us(step_native));
+    out.insert("step_wasm_us".into(), us(step_wasm));
+    out.insert(
+        "step_ratio_wasm_over_native".into(),
+        json!((step_wasm.as_secs_f64() / step_native.as_secs_f64() * 100.0).round() / 100.0),
+    );
+    out.insert("fresh_episode_us".into(), us(fresh));
+    out.insert("reset_reused_instance_us".into(), us(reset_reused));
+    out.insert("snapshot_us".into(), us(snapshot));
+    out.insert("restore_us".into(), us(restore));
+    out.insert("snapshot_bytes".into(), json!(snap.len()));
+    out.insert(
+        format!("steps_per_s_{threads}_threads"),
+        json!(steps_per_s.round()),
+    );
+    Ok(out)
+}
+
+fn parallel_steps(
+    guest: &Guest,
+    config: &Map<String, Value>,
+    action: &Action,
+    threads: usize,
+    budget: Duration,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let total: anyhow::Result<u64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| -> anyhow::Result<u64> {
+                    let mut env = guest.instantiate(config)?;
+                    env.reset(1, &ResetOptions::default())?;
+                    let mut n = 0;
+                    while start.elapsed() < budget {
+                        env.step(action)?;
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .sum()
+    });
+    Ok(total? as f64 / start.elapsed().as_secs_f64())
+}

@@ -1,0 +1,73 @@
+//! `sandgym check`: run `check_env` on a bundled env or a guest file.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sandgym::env_api::{BoxEnv, CheckReport, check_env};
+use sandgym::sandbox::Sandbox;
+use sandgym::{Backend, make_env};
+
+/// Options of `sandgym check`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A registered env id (`guess-number-v0`) or the path of a guest component (`.wasm`).
+    target: String,
+    /// Check the native build.
+    #[arg(long, conflicts_with = "wasm")]
+    native: bool,
+    /// Check the WebAssembly build in the sandbox (the default).
+    #[arg(long)]
+    wasm: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the subcommand: exit 0 when the env keeps the contract, 1 on hard failures.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let mut env: BoxEnv = if args.target.ends_with(".wasm") || Path::new(&args.target).is_file() {
+        anyhow::ensure!(
+            !args.native,
+            "a .wasm file can only be checked in the sandbox"
+        );
+        let guest = Sandbox::shared()?
+            .load_file(Path::new(&args.target))
+            .with_context(|| format!("loading {}", args.target))?;
+        Box::new(guest.instantiate(&Default::default())?)
+    } else {
+        let backend = if args.native {
+            Backend::Native
+        } else {
+            Backend::Wasm
+        };
+        make_env(&args.target, backend, &Default::default())
+            .with_context(|| format!("building {}", args.target))?
+    };
+    let report = check_env(&mut env);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
+    } else {
+        print!("{report}");
+    }
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn to_json(report: &CheckReport) -> serde_json::Value {
+    let findings = |list: &[sandgym::env_api::Finding]| {
+        list.iter()
+            .map(|f| serde_json::json!({"check": f.check, "message": f.message}))
+            .collect::<Vec<_>>()
+    };
+    serde_json::json!({
+        "env": report.env_id,
+        "ok": report.is_ok(),
+        "checks": report.checks_run,
+        "failures": findings(&report.failures),
+        "warnings": findings(&report.warnings),
+    })
+}
