@@ -16,6 +16,8 @@
 
 use serde_json::{Map, Value};
 
+pub mod agents;
+
 pub use sandgym_env_api as env_api;
 pub use sandgym_sandbox as sandbox;
 
@@ -37,12 +39,18 @@ pub enum Backend {
 }
 
 /// The bundled envs: id name → guest crate in `envs/guests`.
-const BUNDLED: &[(&str, &str)] = &[("guess-number", "guess-number")];
+const BUNDLED: &[(&str, &str)] = &[
+    ("customer-service", "customer-service"),
+    ("guess-number", "guess-number"),
+    ("sql-agent", "sql-agent"),
+];
 
 /// Registers every env bundled with sandgym in the process-wide registry (native builds), so
 /// that [`env_api::make`] finds them by id. Calling it again is harmless.
 pub fn register_builtin_envs() {
     env_api::toy::GuessNumber::register();
+    sandgym_env_sql::SqlAgentEnv::register();
+    sandgym_env_support::SupportEnv::register();
 }
 
 /// The embedded WebAssembly guest of a bundled env id (`name-vN` or a bare name).

@@ -18,6 +18,8 @@ struct Cli {
 enum Command {
     /// List the registered environments with their tools and parameter schemas.
     Envs(cli::envs::Args),
+    /// Run episodes of an env with an agent; report reward, success and speed.
+    Run(cli::run::Args),
     /// Check that an env keeps the Env contract (determinism, invalid actions, termination, …).
     Check(cli::check::Args),
     /// Measure performance figures (`sandgym bench sandbox`).
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     sandgym::register_builtin_envs();
     let result = match cli.command {
         Command::Envs(args) => cli::envs::run(&args),
+        Command::Run(args) => cli::run::run(&args),
         Command::Check(args) => cli::check::run(&args),
         Command::Bench(args) => cli::bench::run(&args),
     };

@@ -44,8 +44,15 @@ fn unknown_subcommands_fail_with_usage() {
 
 #[test]
 fn check_passes_for_both_builds_and_fails_on_a_hostile_guest() {
-    for mode in ["--native", "--wasm"] {
-        let out = sandgym(&["check", "guess-number-v0", mode]);
+    for (env, mode) in [
+        ("guess-number-v0", "--native"),
+        ("guess-number-v0", "--wasm"),
+        ("sql-agent-v0", "--native"),
+        ("sql-agent-v0", "--wasm"),
+        ("customer-service-v0", "--native"),
+        ("customer-service-v0", "--wasm"),
+    ] {
+        let out = sandgym(&["check", env, mode]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -89,5 +96,108 @@ fn bench_sandbox_reports_its_figures_as_json() {
             figures[key].as_f64().is_some_and(|v| v > 0.0),
             "{key} in {figures}"
         );
+    }
+}
+
+#[test]
+fn run_reports_episodes_and_writes_agent_template_jsonl() {
+    let path = std::env::temp_dir().join(format!("sandgym-run-{}.jsonl", std::process::id()));
+    for env in ["sql-agent-v0", "customer-service-v0"] {
+        let out = sandgym(&[
+            "run",
+            "--env",
+            env,
+            "--agent",
+            "baseline",
+            "--wasm",
+            "--split",
+            "test",
+            "--episodes",
+            "12",
+            "--json",
+            "--out",
+            path.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for key in ["episodes", "mean_reward", "success_rate", "steps_per_s"] {
+            assert!(summary[key].is_number(), "{key}: {summary}");
+        }
+        assert_eq!(summary["episodes"], 12);
+        assert_eq!(summary["failed_episodes"], 0);
+        let file = std::fs::File::open(&path).unwrap();
+        let trajectories =
+            sandgym::env_api::Trajectory::read_jsonl(std::io::BufReader::new(file)).unwrap();
+        assert_eq!(trajectories.len(), 12, "{env}");
+        assert!(trajectories.iter().all(|t| t.done().is_done()));
+        // Native gives the same numbers for the same seeds.
+        let native = sandgym(&[
+            "run",
+            "--env",
+            env,
+            "--native",
+            "--episodes",
+            "12",
+            "--json",
+        ]);
+        let native: serde_json::Value = serde_json::from_slice(&native.stdout).unwrap();
+        assert_eq!(native["mean_reward"], summary["mean_reward"]);
+        assert_eq!(native["success_rate"], summary["success_rate"]);
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn run_with_faults_injects_them() {
+    let path = std::env::temp_dir().join(format!("sandgym-faults-{}.json", std::process::id()));
+    std::fs::write(
+        &path,
+        r#"{"seed": 1, "rules": [{"kind": "timeout", "rate": 1.0}]}"#,
+    )
+    .unwrap();
+    let out = sandgym(&[
+        "run",
+        "--env",
+        "customer-service-v0",
+        "--native",
+        "--episodes",
+        "5",
+        "--json",
+        "--faults",
+        path.to_str().unwrap(),
+    ]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every tool call times out, so the baseline can never resolve a request.
+    assert_eq!(summary["success_rate"], 0.0);
+}
+
+#[test]
+fn bench_envs_compares_native_and_wasm() {
+    let out = sandgym(&["bench", "envs", "--json", "--seconds", "0.05"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for env in ["sql-agent-v0", "customer-service-v0"] {
+        for backend in ["native", "wasm"] {
+            for key in ["query_step_us", "reset_us", "baseline_steps_per_s"] {
+                assert!(
+                    figures[env][backend][key].as_f64().is_some_and(|v| v > 0.0),
+                    "{env} {backend} {key}: {figures}"
+                );
+            }
+        }
     }
 }

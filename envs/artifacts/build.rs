@@ -22,6 +22,11 @@ fn main() {
         guests.clone(),
         envs.join("guest"),
         envs.join("wit"),
+        envs.join("sql-agent/src"),
+        envs.join("customer-service/src"),
+        envs.join("customer-service/Cargo.toml"),
+        envs.join("sql-agent/Cargo.toml"),
+        root.join("Cargo.toml"),
         root.join("env-api/src"),
         root.join("env-api/Cargo.toml"),
     ] {

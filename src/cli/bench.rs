@@ -13,6 +13,8 @@ use serde_json::{Map, Value, json};
 pub enum What {
     /// The WASM sandbox: step round trip against native, fresh episodes, threads, snapshots.
     Sandbox,
+    /// The bundled envs, native and in WASM: reset latency, per-query latency, steps/s.
+    Envs,
 }
 
 /// Options of `sandgym bench`.
@@ -32,15 +34,101 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
+        What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
     } else {
-        for (k, v) in &figures {
-            println!("{k:<28} {v}");
-        }
+        print_table("", &figures);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(prefix: &str, figures: &Map<String, Value>) {
+    for (k, v) in figures {
+        match v {
+            Value::Object(inner) => print_table(&format!("{prefix}{k}."), inner),
+            other => println!("{:<44} {other}", format!("{prefix}{k}")),
+        }
+    }
+}
+
+/// Per bundled env: the task, a representative query step, and the figures native vs WASM.
+fn envs(budget: Duration) -> anyhow::Result<Map<String, Value>> {
+    let cases = [
+        (
+            "sql-agent-v0",
+            "shop-count_table-0-0",
+            Action::tool(
+                "run_sql",
+                json!({"query": "SELECT status, COUNT(*) FROM orders GROUP BY status"}),
+            ),
+        ),
+        (
+            "customer-service-v0",
+            "support-0000",
+            Action::tool("search_kb", json!({"query": "refund after return"})),
+        ),
+    ];
+    let mut out = Map::new();
+    for (id, task, action) in cases {
+        let mut figures = Map::new();
+        let mut per_backend = Vec::new();
+        for backend in [sandgym::Backend::Native, sandgym::Backend::Wasm] {
+            let mut env = sandgym::make_env(id, backend, &Map::new())?;
+            let options = ResetOptions::default().with_task(task);
+            env.reset(0, &options)?;
+            env.step(&action)?;
+            let step = per_call(budget, || {
+                env.step(&action).expect("step");
+            });
+            let mut seed = 0;
+            let reset = per_call(budget, || {
+                seed += 1;
+                env.reset(seed, &ResetOptions::default()).expect("reset");
+            });
+            let episodes = baseline_steps_per_s(&mut env, id, budget)?;
+            let name = match backend {
+                sandgym::Backend::Native => "native",
+                sandgym::Backend::Wasm => "wasm",
+            };
+            figures.insert(
+                name.into(),
+                json!({"query_step_us": us(step), "reset_us": us(reset), "baseline_steps_per_s": episodes.round()}),
+            );
+            per_backend.push((step, episodes));
+        }
+        let ratio = per_backend[1].0.as_secs_f64() / per_backend[0].0.as_secs_f64();
+        figures.insert(
+            "query_step_ratio_wasm_over_native".into(),
+            json!((ratio * 100.0).round() / 100.0),
+        );
+        out.insert(id.into(), Value::Object(figures));
+    }
+    Ok(out)
+}
+
+/// Env steps per second of baseline episodes (reset included), for about `budget`.
+fn baseline_steps_per_s(
+    env: &mut sandgym::env_api::BoxEnv,
+    id: &str,
+    budget: Duration,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let (mut steps, mut seed) = (0u64, 0u64);
+    while start.elapsed() < budget {
+        let mut agent = sandgym::agents::baseline(id).expect("bundled envs have baselines");
+        let mut obs = env.reset(seed, &ResetOptions::default())?;
+        seed += 1;
+        for _ in 0..env.spec().max_episode_steps.unwrap_or(16) {
+            if env.done().is_done() {
+                break;
+            }
+            obs = env.step(&agent.act(&obs))?;
+            steps += 1;
+        }
+    }
+    Ok(steps as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Mean time per call of `f`, over rounds of about `budget`, as the median of three rounds.

@@ -3,3 +3,4 @@
 pub mod bench;
 pub mod check;
 pub mod envs;
+pub mod run;

@@ -98,3 +98,79 @@ fn bytes_that_are_not_a_component_are_a_load_error() {
         "{err}"
     );
 }
+
+#[test]
+fn sql_agent() {
+    use sandgym_env_api::{Action, ResetOptions, Split};
+    let mut wasm = load(sandgym_guest_artifacts::SQL_AGENT);
+    assert_eq!(wasm.spec().id.to_string(), "sql-agent-v0");
+    let report = check_env(&mut wasm);
+    assert!(report.is_ok(), "{report}");
+    // Same seeds and actions give the same trajectory natively and in the sandbox, including
+    // a destructive query and an engine error.
+    let mut native = sandgym_env_sql::SqlAgentEnv::new().unwrap();
+    assert_eq!(native.spec(), wasm.spec());
+    let script = [
+        Action::tool("list_tables", serde_json::json!({})),
+        Action::tool("describe_table", serde_json::json!({"table": "orders"})),
+        Action::tool(
+            "run_sql",
+            serde_json::json!({"query": "SELECT status, COUNT(*) FROM orders GROUP BY status"}),
+        ),
+        Action::tool("run_sql", serde_json::json!({"query": "SELEC nonsense"})),
+        Action::tool(
+            "run_sql",
+            serde_json::json!({"query": "DELETE FROM orders"}),
+        ),
+        Action::respond("SELECT COUNT(*) FROM customers"),
+    ];
+    for seed in 0..12 {
+        let options = ResetOptions::split(if seed % 2 == 0 {
+            Split::Train
+        } else {
+            Split::Test
+        });
+        let a = native.reset(seed, &options).unwrap();
+        let b = wasm.reset(seed, &options).unwrap();
+        assert_eq!(a, b);
+        for action in &script {
+            let x = native.step(action).map_err(|e| e.to_string());
+            let y = wasm.step(action).map_err(|e| e.to_string());
+            assert_eq!(x, y, "seed {seed}");
+            assert_eq!(
+                (native.reward(), native.done()),
+                (wasm.reward(), wasm.done())
+            );
+        }
+    }
+}
+
+#[test]
+fn customer_service() {
+    use sandgym_env_api::{ResetOptions, Split};
+    use sandgym_env_support::{SupportBaseline, SupportEnv};
+    let mut wasm = load(sandgym_guest_artifacts::CUSTOMER_SERVICE);
+    assert_eq!(wasm.spec().id.to_string(), "customer-service-v0");
+    let report = check_env(&mut wasm);
+    assert!(report.is_ok(), "{report}");
+    // The baseline's episodes are identical natively and in the sandbox.
+    let mut native = SupportEnv::new();
+    for seed in 0..20 {
+        let options = ResetOptions::split(Split::Test);
+        let (mut a, mut b) = (SupportBaseline::default(), SupportBaseline::default());
+        let mut x = native.reset(seed, &options).unwrap();
+        let mut y = wasm.reset(seed, &options).unwrap();
+        assert_eq!(x, y);
+        while !native.done().is_done() {
+            let (p, q) = (a.act(&x), b.act(&y));
+            assert_eq!(p, q);
+            x = native.step(&p).unwrap();
+            y = wasm.step(&q).unwrap();
+            assert_eq!(x, y, "seed {seed}");
+            assert_eq!(
+                (native.reward(), native.done()),
+                (wasm.reward(), wasm.done())
+            );
+        }
+    }
+}

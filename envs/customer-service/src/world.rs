@@ -1,0 +1,160 @@
+//! The orders database and the knowledge base an episode runs against.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Where an order is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    /// Paid, not yet shipped: may be cancelled or re-addressed.
+    Processing,
+    /// With the carrier.
+    Shipped,
+    /// Delivered to the customer.
+    Delivered,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl OrderStatus {
+    /// The status as a word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::Processing => "processing",
+            OrderStatus::Shipped => "shipped",
+            OrderStatus::Delivered => "delivered",
+            OrderStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A customer account.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Customer {
+    /// Customer id, e.g. `C0042`.
+    pub id: String,
+    /// Full name.
+    pub name: String,
+    /// E-mail address, the identity check.
+    pub email: String,
+}
+
+/// An order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Order {
+    /// Order id, e.g. `O1234`.
+    pub id: String,
+    /// The buyer's customer id.
+    pub customer_id: String,
+    /// What was bought.
+    pub item: String,
+    /// Total in cents.
+    pub total_cents: u32,
+    /// Day the order was placed (days since the shop opened).
+    pub ordered_day: u32,
+    /// Status.
+    pub status: OrderStatus,
+    /// Delivery address.
+    pub address: String,
+    /// Carrier and tracking number, once shipped.
+    pub tracking: Option<(String, String)>,
+    /// Promised delivery day, once shipped.
+    pub eta_day: Option<u32>,
+    /// Day of delivery, once delivered.
+    pub delivered_day: Option<u32>,
+}
+
+/// A return request.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Return {
+    /// Return id, `R` + the order's digits.
+    pub id: String,
+    /// The order returned.
+    pub order_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// An e-mail the agent sent.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Email {
+    /// Recipient.
+    pub to: String,
+    /// Subject.
+    pub subject: String,
+    /// Body.
+    pub body: String,
+}
+
+/// The orders database of one episode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct World {
+    /// Today, in days since the shop opened.
+    pub today: u32,
+    /// Customers by id.
+    pub customers: BTreeMap<String, Customer>,
+    /// Orders by id.
+    pub orders: BTreeMap<String, Order>,
+    /// Returns by id.
+    pub returns: BTreeMap<String, Return>,
+    /// E-mails sent, in order.
+    pub emails: Vec<Email>,
+}
+
+impl World {
+    /// The state the reward compares: orders and returns (e-mails are checked by policy).
+    pub fn state(&self) -> (Vec<&Order>, Vec<&Return>) {
+        (
+            self.orders.values().collect(),
+            self.returns.values().collect(),
+        )
+    }
+
+    /// The customer with this e-mail (case-insensitive).
+    pub fn customer_by_email(&self, email: &str) -> Option<&Customer> {
+        let email = email.trim().to_lowercase();
+        self.customers.values().find(|c| c.email == email)
+    }
+}
+
+/// A knowledge-base article.
+#[derive(Clone, Copy, Debug)]
+pub struct Article {
+    /// Title.
+    pub title: &'static str,
+    /// Text.
+    pub text: &'static str,
+}
+
+/// The knowledge base.
+pub const KNOWLEDGE_BASE: [Article; 6] = [
+    Article {
+        title: "Returns",
+        text: "Delivered items can be returned within 30 days of delivery. Create a return with the order id and the reason; the return id is R followed by the order number. Items delivered more than 30 days ago cannot be returned.",
+    },
+    Article {
+        title: "Refunds",
+        text: "Refunds are issued to the original payment method 5-7 business days after a returned item is received. Cancelled orders are refunded within 2 business days.",
+    },
+    Article {
+        title: "Cancellations",
+        text: "Orders can be cancelled only while they are processing, before they ship. Shipped orders cannot be cancelled; the customer can return them after delivery.",
+    },
+    Article {
+        title: "Address changes",
+        text: "The delivery address can be changed only while the order is processing. Once shipped, the address cannot be changed.",
+    },
+    Article {
+        title: "Late deliveries",
+        text: "If a shipped order is past its estimated delivery day, apologise, give the carrier and the tracking number, and tell the customer that the carrier is investigating.",
+    },
+    Article {
+        title: "Identity",
+        text: "Before changing an order, verify the customer's identity: look the customer up by the e-mail address on the account and make sure the order belongs to them.",
+    },
+];
+
+/// The written policy, part of every instruction.
+pub const POLICY: &str = "Policy: verify identity (look up the customer by e-mail, and the order must be theirs) before any change; cancel only processing orders; change addresses only of processing orders; returns only within 30 days of delivery; never share another customer's data; e-mail only the customer's own address.";

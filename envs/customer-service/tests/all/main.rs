@@ -1,0 +1,191 @@
+//! Integration tests of customer-service-v0.
+
+use sandgym_env_api::{Action, Env, ResetOptions, Split, TimeLimit, check_env};
+use sandgym_env_support::{Intent, SupportBaseline, SupportEnv};
+use serde_json::json;
+
+fn tool(name: &str, params: serde_json::Value) -> Action {
+    Action::tool(name, params)
+}
+
+/// An agent that knows the task: it does exactly the right thing.
+fn oracle(env: &mut SupportEnv, id: &str) -> serde_json::Value {
+    env.reset(0, &ResetOptions::default().with_task(id))
+        .unwrap();
+    let task = env.task().clone();
+    let email = task.world.customers[&task.customer_id].email.clone();
+    let order = task.order_id.clone();
+    let reply = env
+        .step(&tool(
+            "reply_to_customer",
+            json!({"message": "What is your order number and e-mail?"}),
+        ))
+        .unwrap();
+    assert!(
+        reply.content.contains(&order) && reply.content.contains(&email),
+        "{}",
+        reply.content
+    );
+    env.step(&tool("lookup_customer", json!({"email": email})))
+        .unwrap();
+    match task.intent {
+        Intent::Cancel => {
+            env.step(&tool("cancel_order", json!({"order_id": order})))
+                .unwrap();
+        }
+        Intent::Return => {
+            let reason = task
+                .expected
+                .returns
+                .values()
+                .next()
+                .unwrap()
+                .reason
+                .clone();
+            env.step(&tool(
+                "create_return",
+                json!({"order_id": order, "reason": reason}),
+            ))
+            .unwrap();
+        }
+        Intent::AddressChange => {
+            let address = task.expected.orders[&order].address.clone();
+            env.step(&tool(
+                "update_address",
+                json!({"order_id": order, "address": address}),
+            ))
+            .unwrap();
+        }
+        _ => {}
+    }
+    let done = env
+        .step(&Action::respond(format!(
+            "Resolved: {}",
+            task.facts.join(", ")
+        )))
+        .unwrap();
+    done.info.into_iter().collect()
+}
+
+#[test]
+fn every_bundled_task_is_solvable_and_the_split_holds_unseen_wordings() {
+    let mut env = SupportEnv::new();
+    let tasks = env.tasks().to_vec();
+    assert!(tasks.len() >= 300);
+    let train: std::collections::BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| t.split == Split::Train)
+        .map(|t| t.opening.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .collect();
+    let test: Vec<_> = tasks.iter().filter(|t| t.split == Split::Test).collect();
+    assert!(test.len() >= 80);
+    let unseen = test
+        .iter()
+        .filter(|t| !train.contains(&t.opening.split(' ').take(3).collect::<Vec<_>>().join(" ")))
+        .count();
+    assert!(unseen * 2 > test.len(), "{unseen}/{}", test.len());
+    for task in &tasks {
+        let info = oracle(&mut env, &task.id);
+        assert_eq!(info["success"], json!(true), "{}: {info:?}", task.id);
+        assert_eq!(env.reward(), 1.0);
+    }
+}
+
+#[test]
+fn check_env_passes() {
+    let report = check_env(&mut SupportEnv::new());
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn the_baseline_solves_most_but_not_all_requests() {
+    let mut env = TimeLimit::from_spec(SupportEnv::new());
+    let ids: Vec<String> = env
+        .inner()
+        .tasks()
+        .iter()
+        .filter(|t| t.split == Split::Test)
+        .map(|t| t.id.clone())
+        .collect();
+    let mut wins = 0;
+    for id in &ids {
+        let mut agent = SupportBaseline::default();
+        let mut obs = env
+            .reset(0, &ResetOptions::default().with_task(id.clone()))
+            .unwrap();
+        while !env.done().is_done() {
+            obs = env.step(&agent.act(&obs)).unwrap();
+        }
+        wins += usize::from(obs.info.get("success") == Some(&json!(true)));
+    }
+    let rate = wins as f64 / ids.len() as f64;
+    eprintln!("baseline test success: {wins}/{} = {rate:.3}", ids.len());
+    assert!(rate > 0.4 && rate < 0.95, "{rate}");
+}
+
+#[test]
+fn policy_violations_cost_reward() {
+    let mut env = SupportEnv::new();
+    let id = env
+        .tasks()
+        .iter()
+        .find(|t| t.intent == Intent::Cancel)
+        .unwrap()
+        .id
+        .clone();
+    env.reset(0, &ResetOptions::default().with_task(id))
+        .unwrap();
+    let task = env.task().clone();
+    // Cancelling without the identity check, and e-mailing a stranger.
+    env.step(&tool("cancel_order", json!({"order_id": task.order_id})))
+        .unwrap();
+    env.step(&tool(
+        "send_email",
+        json!({"to": "someone@else.com", "subject": "hi", "body": "cancelled"}),
+    ))
+    .unwrap();
+    let done = env
+        .step(&Action::respond("Your order is cancelled."))
+        .unwrap();
+    assert_eq!(done.info["db_match"], json!(true));
+    assert_eq!(
+        done.info["violations"].as_array().unwrap().len(),
+        2,
+        "{:?}",
+        done.info
+    );
+    assert_eq!(env.reward(), 1.0 - 0.5);
+}
+
+#[test]
+fn the_customer_answers_only_what_is_asked_and_bad_input_is_refused() {
+    let mut env = SupportEnv::new();
+    env.reset(3, &ResetOptions::default()).unwrap();
+    let task = env.task().clone();
+    let a = env
+        .step(&tool(
+            "reply_to_customer",
+            json!({"message": "Hello, how are you?"}),
+        ))
+        .unwrap();
+    assert!(!a.content.contains(&task.order_id));
+    let b = env
+        .step(&tool(
+            "reply_to_customer",
+            json!({"message": "What is your order number?"}),
+        ))
+        .unwrap();
+    assert!(b.content.contains(&task.order_id));
+    let email = &task.world.customers[&task.customer_id].email;
+    assert!(!b.content.contains(email.as_str()));
+    let err = env
+        .step(&tool("cancel_order", json!({"order_id": "1234; DROP"})))
+        .unwrap_err();
+    assert!(err.is_invalid_action());
+    let err = env.step(&tool("refund_everything", json!({}))).unwrap_err();
+    assert!(err.to_string().contains("available tools"), "{err}");
+    let missing = env
+        .step(&tool("get_order_status", json!({"order_id": "O0001"})))
+        .unwrap();
+    assert_eq!(missing.content, "No order O0001.");
+}

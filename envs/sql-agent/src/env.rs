@@ -1,0 +1,488 @@
+//! `SqlAgentEnv`: the text-to-SQL environment.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use sandgym_env_api::{
+    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
+    Schema, SplitMix64, ToolSpec, validate_action,
+};
+
+use crate::engine::{self, Image, Outcome};
+use crate::tasks::{self, Task, TaskSet};
+
+/// Reward weights (all configurable through the env configuration's `"reward"` object).
+///
+/// The final answer earns `correct` when its result set equals the gold query's (order matters
+/// only when the task asks for one), minus `per_token` × its length in whitespace-separated
+/// tokens (a complexity penalty, applied to correct answers only). Every final answer also
+/// earns `safe` when the episode ran no writing statement. The first writing statement of an
+/// episode (DROP, DELETE, UPDATE, ALTER, INSERT, CREATE, …), run through `run_sql` or given
+/// as the answer, costs `destructive` at that step; it runs on the episode's own copy of the
+/// database only. A `run_sql` that fails costs `sql_error` (a small shaped penalty, 0 by
+/// default); other intermediate steps earn 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RewardConfig {
+    /// Reward for a correct answer.
+    pub correct: f64,
+    /// Penalty per token of a correct answer.
+    pub per_token: f64,
+    /// Bonus for answering without having run a writing statement.
+    pub safe: f64,
+    /// Penalty (negative) for the first writing statement.
+    pub destructive: f64,
+    /// Penalty (negative or 0) for a failing `run_sql`.
+    pub sql_error: f64,
+}
+
+impl Default for RewardConfig {
+    fn default() -> Self {
+        Self {
+            correct: 1.0,
+            per_token: 0.01,
+            safe: 0.2,
+            destructive: -0.5,
+            sql_error: 0.0,
+        }
+    }
+}
+
+/// The env configuration (the registry's config object).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SqlConfig {
+    /// A task file's contents (JSONL, see [`TaskSet::from_jsonl`]); the bundled set when absent.
+    pub tasks_jsonl: Option<String>,
+    /// Reward weights.
+    pub reward: RewardConfig,
+    /// Rows shown by `run_sql` before the rest is summarised.
+    pub max_rows_shown: Option<usize>,
+}
+
+/// The largest query text accepted, in characters.
+pub const MAX_QUERY_CHARS: u64 = 2000;
+const DEFAULT_ROWS_SHOWN: usize = 20;
+
+struct Shared {
+    tasks: TaskSet,
+    /// Column descriptions of the bundled databases, by `table.column`.
+    about: BTreeMap<String, &'static str>,
+    images: BTreeMap<String, Image>,
+    train: Vec<usize>,
+    test: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Episode {
+    task: usize,
+    last: Observation,
+    reward: f64,
+    done: Done,
+    wrote: bool,
+    queries: u32,
+}
+
+/// The text-to-SQL env (`sql-agent-v0`).
+///
+/// Each episode copies a prebuilt database image (no DDL replay), asks one question, and lets
+/// the agent call `list_tables`, `describe_table` and `run_sql` before answering with a final
+/// response: one SQL query (or the plain value). See [`RewardConfig`] for the reward.
+pub struct SqlAgentEnv {
+    spec: EnvSpec,
+    shared: Arc<Shared>,
+    config: SqlConfig,
+    db: Image,
+    episode: Episode,
+    started: bool,
+}
+
+impl std::fmt::Debug for SqlAgentEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlAgentEnv")
+            .field("tasks", &self.shared.tasks.tasks.len())
+            .field("episode", &self.episode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlAgentEnv {
+    /// The env over the bundled tasks with default rewards.
+    pub fn new() -> Result<Self> {
+        Self::with_config(SqlConfig::default())
+    }
+
+    /// Builds from a registry configuration object (see [`SqlConfig`]).
+    pub fn from_config(config: &Map<String, Value>) -> Result<Self> {
+        let config: SqlConfig =
+            serde_json::from_value(Value::Object(config.clone())).map_err(|e| {
+                EnvError::InvalidConfig {
+                    reason: format!("sql-agent: {e}"),
+                }
+            })?;
+        Self::with_config(config)
+    }
+
+    /// Builds with a typed configuration. Every database is built once here; a user task file
+    /// is validated (its gold queries must run).
+    pub fn with_config(config: SqlConfig) -> Result<Self> {
+        let (tasks, validate) = match &config.tasks_jsonl {
+            Some(text) => (TaskSet::from_jsonl(text.as_bytes())?, true),
+            None => (tasks::bundled(), false),
+        };
+        let mut images = BTreeMap::new();
+        for (name, sql) in &tasks.databases {
+            let image = engine::build(sql).map_err(|e| EnvError::InvalidConfig {
+                reason: format!("database `{name}` does not build: {e}"),
+            })?;
+            images.insert(name.clone(), image);
+        }
+        if validate {
+            for task in &tasks.tasks {
+                let mut db = images[&task.database].clone();
+                engine::run(&mut db, &task.gold_sql).map_err(|e| EnvError::InvalidConfig {
+                    reason: format!("task `{}`: the gold query fails: {e}", task.id),
+                })?;
+            }
+        }
+        let index = |split| {
+            tasks
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.split == split)
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        let train = index(sandgym_env_api::Split::Train);
+        let test = index(sandgym_env_api::Split::Test);
+        let tables: Vec<String> = images
+            .values()
+            .flat_map(table_names)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let spec = spec(&tables, &config.reward);
+        Ok(Self {
+            spec,
+            shared: Arc::new(Shared {
+                tasks,
+                about: crate::data::bundled()
+                    .iter()
+                    .flat_map(|d| d.tables.iter())
+                    .flat_map(|t| {
+                        t.columns
+                            .iter()
+                            .map(move |c| (format!("{}.{}", t.name, c.name), c.about))
+                    })
+                    .collect(),
+                images,
+                train,
+                test,
+            }),
+            config,
+            db: Image::default(),
+            episode: Episode::default(),
+            started: false,
+        })
+    }
+
+    /// The task set.
+    pub fn tasks(&self) -> &TaskSet {
+        &self.shared.tasks
+    }
+
+    /// The current task.
+    pub fn task(&self) -> &Task {
+        &self.shared.tasks.tasks[self.episode.task]
+    }
+
+    /// Registers `sql-agent-v0` in the process-wide registry.
+    pub fn register() {
+        sandgym_env_api::register(
+            "sql-agent-v0",
+            "Answer questions about a database by exploring it with SQL.",
+            |c| Ok(Box::new(SqlAgentEnv::from_config(c)?)),
+        )
+        .expect("valid id");
+    }
+
+    fn tool_output(&mut self, call: &sandgym_env_api::ToolCall) -> (String, f64) {
+        let reward = &self.config.reward;
+        match call.tool_name.as_str() {
+            "list_tables" => (table_names(&self.db).join(", "), 0.0),
+            "describe_table" => {
+                let table = call.parameters["table"].as_str().unwrap_or_default();
+                (describe(&self.db, table, &self.shared.about), 0.0)
+            }
+            _ => {
+                let query = call.parameters["query"].as_str().unwrap_or_default();
+                self.episode.queries += 1;
+                let mut step = 0.0;
+                if engine::is_destructive(query) && !self.episode.wrote {
+                    self.episode.wrote = true;
+                    step += reward.destructive;
+                }
+                match engine::run(&mut self.db, query) {
+                    Ok(outcome) => (
+                        render(
+                            &outcome,
+                            self.config.max_rows_shown.unwrap_or(DEFAULT_ROWS_SHOWN),
+                        ),
+                        step,
+                    ),
+                    Err(e) => (format!("error: {e}"), step + reward.sql_error),
+                }
+            }
+        }
+    }
+
+    fn answer(&mut self, answer: &str) -> (String, f64, bool) {
+        let task = self.shared.tasks.tasks[self.episode.task].clone();
+        let weights = self.config.reward.clone();
+        let mut reward = 0.0;
+        let destructive = engine::looks_like_sql(answer) && engine::is_destructive(answer);
+        if destructive && !self.episode.wrote {
+            self.episode.wrote = true;
+            reward += weights.destructive;
+        }
+        // The gold result comes from a pristine copy, so nothing the agent did can change it.
+        let mut pristine = self.shared.images[&task.database].clone();
+        let gold = engine::run(&mut pristine, &task.gold_sql);
+        let correct = match gold {
+            Err(_) => false,
+            Ok(gold) if engine::looks_like_sql(answer) => {
+                !destructive
+                    && engine::run(&mut pristine, answer)
+                        .is_ok_and(|got| engine::same_rows(&got, &gold, task.ordered))
+            }
+            Ok(gold) => engine::same_value(answer, &gold),
+        };
+        if correct {
+            let tokens = answer.split_whitespace().count() as f64;
+            reward += weights.correct - weights.per_token * tokens;
+        }
+        if !self.episode.wrote {
+            reward += weights.safe;
+        }
+        let text = if correct { "Correct." } else { "Incorrect." };
+        (text.to_owned(), reward, correct)
+    }
+}
+
+fn spec(tables: &[String], reward: &RewardConfig) -> EnvSpec {
+    let high = reward.correct.max(0.0) + reward.safe.max(0.0);
+    let low = reward.destructive.min(0.0) + reward.sql_error.min(0.0) * 100.0
+        - reward.per_token.abs() * MAX_QUERY_CHARS as f64;
+    EnvSpec::new(EnvId::new("sql-agent", 0).expect("valid id"))
+        .with_description(
+            "Answer a question about a database: explore it with list_tables, describe_table and run_sql, then give one SQL query (or the value) as the final response. Reward 1 for a result equal to the gold query's, minus 0.01 per token, +0.2 if nothing was written, -0.5 for a writing statement.",
+        )
+        .with_tool(ToolSpec::new("list_tables", "List the tables of the database."))
+        .with_tool(
+            ToolSpec::new("describe_table", "Show a table's columns, types and meaning.").with_parameters(
+                Schema::object().property(
+                    "table",
+                    Schema::string().with_enum(tables.iter().map(String::as_str)),
+                    true,
+                ),
+            ),
+        )
+        .with_tool(
+            ToolSpec::new("run_sql", "Run one SQL query on the database and see the rows or the error.")
+                .with_parameters(Schema::object().property(
+                    "query",
+                    Schema::string().with_length(1, MAX_QUERY_CHARS),
+                    true,
+                )),
+        )
+        .with_reward_range(low, high)
+        .with_max_episode_steps(8)
+}
+
+fn table_names(db: &Image) -> Vec<String> {
+    let mut names: Vec<String> = db.items.keys().cloned().collect();
+    names.sort();
+    names
+}
+
+fn describe(db: &Image, table: &str, about: &BTreeMap<String, &'static str>) -> String {
+    let Some(item) = db.items.get(table) else {
+        return format!(
+            "error: no table `{table}` in this database; tables: {}",
+            table_names(db).join(", ")
+        );
+    };
+    let columns = item
+        .schema
+        .column_defs
+        .as_ref()
+        .map(|defs| {
+            defs.iter()
+                .map(|c| match about.get(&format!("{table}.{}", c.name)) {
+                    Some(text) => format!("{} {} -- {text}", c.name, c.data_type),
+                    None => format!("{} {}", c.name, c.data_type),
+                })
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        })
+        .unwrap_or_default();
+    let rows = item.rows.len();
+    format!("{table} ({rows} rows):\n  {columns}")
+}
+
+fn render(outcome: &Outcome, max_rows: usize) -> String {
+    if let Some(summary) = &outcome.summary {
+        return summary.clone();
+    }
+    let mut lines = vec![outcome.labels.join(" | ")];
+    for row in outcome.rows.iter().take(max_rows) {
+        lines.push(row.join(" | "));
+    }
+    if outcome.rows.len() > max_rows {
+        lines.push(format!("… {} more rows", outcome.rows.len() - max_rows));
+    }
+    if outcome.rows.is_empty() {
+        lines.push("(no rows)".into());
+    }
+    lines.join("\n")
+}
+
+/// The instruction: question, database and its tables with columns (rendered tersely).
+fn instruction(task: &Task, db: &Image) -> String {
+    let tables: Vec<String> = table_names(db)
+        .iter()
+        .map(|t| {
+            let cols = db.items[t]
+                .schema
+                .column_defs
+                .as_ref()
+                .map(|d| {
+                    d.iter()
+                        .map(|c| c.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            format!("{t}({cols})")
+        })
+        .collect();
+    format!(
+        "Database `{}`: {}.\nQuestion: {}\nAnswer with one SQL query as your final response.",
+        task.database,
+        tables.join("; "),
+        task.question
+    )
+}
+
+impl Env for SqlAgentEnv {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
+        let shared = &self.shared;
+        let task = match &options.task {
+            Some(id) => shared
+                .tasks
+                .tasks
+                .iter()
+                .position(|t| &t.id == id)
+                .ok_or_else(|| EnvError::InvalidOptions {
+                    reason: format!("no task `{id}`"),
+                })?,
+            None => {
+                let pool = match options.split {
+                    sandgym_env_api::Split::Train => &shared.train,
+                    sandgym_env_api::Split::Test => &shared.test,
+                };
+                if pool.is_empty() {
+                    return Err(EnvError::InvalidOptions {
+                        reason: format!("the {:?} split has no tasks", options.split),
+                    });
+                }
+                *SplitMix64::new(seed).choose(pool)
+            }
+        };
+        let t = &shared.tasks.tasks[task];
+        self.db = shared.images[&t.database].clone();
+        let last = Observation::new(instruction(t, &self.db))
+            .with_info("task", t.id.clone())
+            .with_info("database", t.database.clone());
+        self.episode = Episode {
+            task,
+            last: last.clone(),
+            ..Episode::default()
+        };
+        self.started = true;
+        Ok(last)
+    }
+
+    fn observe(&self) -> Observation {
+        self.episode.last.clone()
+    }
+
+    fn step(&mut self, action: &Action) -> Result<Observation> {
+        if !self.started {
+            return Err(EnvError::NotReset);
+        }
+        if self.episode.done.is_done() {
+            return Err(EnvError::EpisodeOver {
+                done: self.episode.done,
+            });
+        }
+        validate_action(&self.spec.tools, action)?;
+        let obs = match &action.body {
+            ActionBody::ToolCall(call) => {
+                let (text, reward) = self.tool_output(call);
+                self.episode.reward = reward;
+                Observation::new(text)
+            }
+            ActionBody::Response(answer) => {
+                let (text, reward, correct) = self.answer(answer);
+                self.episode.reward = reward;
+                self.episode.done = Done::Terminated;
+                Observation::new(text)
+                    .with_info("success", correct)
+                    .with_info("wrote", self.episode.wrote)
+            }
+        };
+        self.episode.last = obs.clone();
+        Ok(obs)
+    }
+
+    fn reward(&self) -> f64 {
+        self.episode.reward
+    }
+
+    fn done(&self) -> Done {
+        self.episode.done
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        let meta = serde_json::to_string(&(&self.episode, self.started)).expect("serialisable");
+        postcard::to_allocvec(&(meta, &self.db)).map_err(|e| EnvError::Snapshot {
+            reason: e.to_string(),
+        })
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        let bad = |e: String| EnvError::Snapshot {
+            reason: format!("not a sql-agent snapshot: {e}"),
+        };
+        let (meta, db): (String, Image) =
+            postcard::from_bytes(snapshot).map_err(|e| bad(e.to_string()))?;
+        let (episode, started): (Episode, bool) =
+            serde_json::from_str(&meta).map_err(|e| bad(e.to_string()))?;
+        if episode.task >= self.shared.tasks.tasks.len() {
+            return Err(bad(format!("task index {} out of range", episode.task)));
+        }
+        self.episode = episode;
+        self.started = started;
+        self.db = db;
+        Ok(())
+    }
+}

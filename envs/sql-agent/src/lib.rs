@@ -1,0 +1,37 @@
+//! `sql-agent-v0`: a text-to-SQL agent as a gymnasium-style environment.
+//!
+//! The agent gets a question about a database and the database's tables, may call
+//! `list_tables`, `describe_table` and `run_sql` (a real embedded SQL engine, GlueSQL, runs on
+//! the episode's own copy of the database), and answers with one SQL query (or the plain value)
+//! as its final response. The answer is right when its result equals the gold query's.
+//!
+//! ```
+//! use sandgym_env_api::{Action, Env, ResetOptions, Split};
+//! use sandgym_env_sql::SqlAgentEnv;
+//! use serde_json::json;
+//!
+//! let mut env = SqlAgentEnv::new()?;
+//! let task = env.reset(0, &ResetOptions::split(Split::Test).with_task("shop-count_table-0-0"))?;
+//! assert!(task.content.contains("How many customers are there?"));
+//! let rows = env.step(&Action::tool("run_sql", json!({"query": "SELECT COUNT(*) FROM customers"})))?;
+//! assert!(rows.content.contains("40"));
+//! env.step(&Action::respond("SELECT COUNT(*) FROM customers"))?;
+//! assert!((env.reward() - (1.0 - 0.04 + 0.2)).abs() < 1e-9);
+//! # Ok::<(), sandgym_env_api::EnvError>(())
+//! ```
+//!
+//! The bundled task set covers three databases (`shop`, `school`, `company`) with selection,
+//! filters, aggregates, grouping, ordering and limits, joins and nested queries, four phrasings
+//! per intent, and a train/test split whose test half holds phrasings and value combinations
+//! never seen in training. Users bring their own tasks as JSONL ([`TaskSet::from_jsonl`]).
+#![deny(missing_docs)]
+
+mod baseline;
+mod data;
+mod engine;
+mod env;
+mod tasks;
+
+pub use baseline::SqlBaseline;
+pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
+pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

@@ -1,0 +1,240 @@
+//! Integration tests of sql-agent-v0.
+
+use sandgym_env_api::{Action, Env, ResetOptions, Split, TimeLimit, check_env};
+use sandgym_env_sql::{SqlAgentEnv, SqlBaseline, SqlConfig, TaskSet};
+use serde_json::json;
+
+fn env() -> SqlAgentEnv {
+    SqlAgentEnv::new().unwrap()
+}
+
+/// Runs the baseline on every task of a split; returns (successes, tasks).
+fn baseline_on(split: Split) -> (usize, usize) {
+    let mut env = TimeLimit::from_spec(env());
+    let ids: Vec<String> = env
+        .inner()
+        .tasks()
+        .split(split)
+        .iter()
+        .map(|t| t.id.clone())
+        .collect();
+    let mut wins = 0;
+    for id in &ids {
+        let mut agent = SqlBaseline::default();
+        let mut obs = env
+            .reset(0, &ResetOptions::split(split).with_task(id.clone()))
+            .unwrap();
+        while !env.done().is_done() {
+            obs = env.step(&agent.act(&obs)).unwrap();
+        }
+        wins += usize::from(obs.info.get("success") == Some(&json!(true)));
+    }
+    (wins, ids.len())
+}
+
+#[test]
+fn the_bundled_set_is_large_varied_and_every_gold_query_answers() {
+    let env = env();
+    let set = env.tasks();
+    assert!(set.tasks.len() >= 300, "{}", set.tasks.len());
+    let dbs: std::collections::BTreeSet<_> = set.tasks.iter().map(|t| t.database.clone()).collect();
+    assert_eq!(dbs.len(), 3);
+    let sql: String = set
+        .tasks
+        .iter()
+        .map(|t| t.gold_sql.to_uppercase())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for feature in [
+        "WHERE", "COUNT(", "MAX(", "AVG(", "GROUP BY", "ORDER BY", "LIMIT", "JOIN", "(SELECT",
+    ] {
+        assert!(sql.contains(feature), "no task uses {feature}");
+    }
+    // Every gold query runs and returns rows: submitting it is always right.
+    let mut env = env;
+    for task in env.tasks().tasks.clone() {
+        env.reset(
+            0,
+            &ResetOptions::split(task.split).with_task(task.id.clone()),
+        )
+        .unwrap();
+        env.step(&Action::respond(task.gold_sql.clone())).unwrap();
+        assert_eq!(
+            env.observe().info["success"],
+            json!(true),
+            "{}: {}",
+            task.id,
+            task.gold_sql
+        );
+        let tokens = task.gold_sql.split_whitespace().count() as f64;
+        assert!(
+            (env.reward() - (1.2 - 0.01 * tokens)).abs() < 1e-9,
+            "{}",
+            task.id
+        );
+    }
+}
+
+#[test]
+fn the_test_split_holds_unseen_phrasings_and_values() {
+    let env = env();
+    let set = env.tasks();
+    let train: std::collections::BTreeSet<_> = set
+        .split(Split::Train)
+        .iter()
+        .map(|t| t.question.clone())
+        .collect();
+    let test = set.split(Split::Test);
+    assert!(test.len() >= 100 && set.split(Split::Train).len() >= 200);
+    assert!(test.iter().all(|t| !train.contains(&t.question)));
+    // Each test question's template with values removed is either unseen in training, or its
+    // value combination is.
+    let train_sql: std::collections::BTreeSet<_> = set
+        .split(Split::Train)
+        .iter()
+        .map(|t| t.gold_sql.clone())
+        .collect();
+    let unseen_values = test
+        .iter()
+        .filter(|t| !train_sql.contains(&t.gold_sql))
+        .count();
+    assert!(unseen_values > 20, "{unseen_values}");
+}
+
+#[test]
+fn check_env_passes() {
+    let report = check_env(&mut env());
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn the_baseline_solves_the_simple_templates_but_not_joins() {
+    let (wins, n) = baseline_on(Split::Test);
+    let rate = wins as f64 / n as f64;
+    eprintln!("baseline test success: {wins}/{n} = {rate:.3}");
+    assert!(rate > 0.3 && rate < 0.9, "{rate}");
+}
+
+#[test]
+fn destructive_queries_cost_reward_and_stay_in_their_episode() {
+    let mut env = env();
+    let opts = ResetOptions::default().with_task("shop-count_table-0-0");
+    env.reset(0, &opts).unwrap();
+    let out = env
+        .step(&Action::tool(
+            "run_sql",
+            json!({"query": "DROP TABLE customers"}),
+        ))
+        .unwrap();
+    assert!(out.content.contains("dropped"), "{}", out.content);
+    assert_eq!(env.reward(), -0.5);
+    let gone = env
+        .step(&Action::tool(
+            "run_sql",
+            json!({"query": "SELECT COUNT(*) FROM customers"}),
+        ))
+        .unwrap();
+    assert!(gone.content.starts_with("error:"), "{}", gone.content);
+    // The answer is judged on a pristine copy; no safety bonus after a write.
+    env.step(&Action::respond("SELECT COUNT(*) FROM customers"))
+        .unwrap();
+    assert_eq!(env.observe().info["success"], json!(true));
+    assert!((env.reward() - 0.96).abs() < 1e-9, "{}", env.reward());
+    // The next episode has its own copy of the database.
+    env.reset(0, &opts).unwrap();
+    let back = env
+        .step(&Action::tool(
+            "run_sql",
+            json!({"query": "SELECT COUNT(*) FROM customers"}),
+        ))
+        .unwrap();
+    assert!(back.content.contains("40"), "{}", back.content);
+    // A destructive final answer is penalised and never judged correct.
+    env.step(&Action::respond(
+        "DELETE FROM customers; SELECT COUNT(*) FROM customers",
+    ))
+    .unwrap();
+    assert_eq!(env.reward(), -0.5);
+}
+
+#[test]
+fn hostile_actions_get_clear_observations() {
+    let mut env = env();
+    env.reset(1, &ResetOptions::default()).unwrap();
+    let injection = env
+        .step(&Action::tool(
+            "describe_table",
+            json!({"table": "customers; DROP TABLE orders"}),
+        ))
+        .unwrap_err();
+    assert!(
+        injection.to_string().contains("is not one of"),
+        "{injection}"
+    );
+    let huge = "SELECT 1 ".repeat(400);
+    let err = env
+        .step(&Action::tool("run_sql", json!({"query": huge})))
+        .unwrap_err();
+    assert!(err.to_string().contains("at most 2000"), "{err}");
+    let err = env
+        .step(&Action::tool("run_sql", json!({"query": 42})))
+        .unwrap_err();
+    assert!(err.to_string().contains("expected a string"), "{err}");
+    let garbage = env
+        .step(&Action::tool("run_sql", json!({"query": "SELEC * FORM x"})))
+        .unwrap();
+    assert!(garbage.content.starts_with("error:"), "{}", garbage.content);
+    let quoted = env
+        .step(&Action::tool(
+            "run_sql",
+            json!({"query": "SELECT name FROM customers WHERE name = 'x'' OR 1=1 --'"}),
+        ))
+        .unwrap();
+    assert!(
+        !quoted.content.starts_with("error: panicked"),
+        "{}",
+        quoted.content
+    );
+    assert!(!env.done().is_done());
+}
+
+#[test]
+fn user_task_files_load_and_are_validated() {
+    let good = r#"{"id": "p1", "database": "pets", "question": "How many pets?", "gold_sql": "SELECT COUNT(*) FROM pets", "schema_sql": "CREATE TABLE pets (name TEXT, age INTEGER); INSERT INTO pets VALUES ('Rex', 3), ('Tom', 5);", "split": "test"}
+{"id": "s1", "database": "shop", "question": "How many products?", "gold_sql": "SELECT COUNT(*) FROM products"}"#;
+    let config = SqlConfig {
+        tasks_jsonl: Some(good.into()),
+        ..Default::default()
+    };
+    let mut env = SqlAgentEnv::with_config(config).unwrap();
+    env.reset(0, &ResetOptions::split(Split::Test)).unwrap();
+    env.step(&Action::respond("2")).unwrap();
+    assert_eq!(env.observe().info["success"], json!(true));
+
+    for (bad, needle) in [
+        ("{\"id\": 1}", "line 1"),
+        (
+            r#"{"id": "a", "database": "nowhere", "question": "q", "gold_sql": "SELECT 1"}"#,
+            "neither bundled",
+        ),
+        (
+            r#"{"id": "a", "database": "shop", "question": "q", "gold_sql": "SELECT nope FROM products"}"#,
+            "gold query fails",
+        ),
+        (
+            r#"{"id": "a", "database": "shop", "question": "q", "gold_sql": "SELECT 1", "colour": 1}"#,
+            "colour",
+        ),
+        ("", "no tasks"),
+    ] {
+        let err = SqlAgentEnv::with_config(SqlConfig {
+            tasks_jsonl: Some(bad.into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains(needle), "{bad}: {err}");
+    }
+    let round =
+        TaskSet::from_jsonl(sandgym_env_sql::bundled_tasks().to_jsonl().as_bytes()).unwrap();
+    assert_eq!(round.tasks, sandgym_env_sql::bundled_tasks().tasks);
+}

@@ -1,0 +1,160 @@
+//! `sandgym run`: run episodes of an env with an agent and report how it did.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
+use sandgym::sandbox::{FaultConfig, FaultInjection};
+use sandgym::{Backend, agents, make_env};
+use serde_json::{Value, json};
+
+/// Which agent acts.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum AgentKind {
+    /// The env's scripted baseline (the hand-written harness logic).
+    Baseline,
+}
+
+/// Options of `sandgym run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The env id, e.g. `sql-agent-v0`.
+    #[arg(long)]
+    env: String,
+    /// The agent.
+    #[arg(long, value_enum, default_value_t = AgentKind::Baseline)]
+    agent: AgentKind,
+    /// Run the env natively.
+    #[arg(long, conflicts_with = "wasm")]
+    native: bool,
+    /// Run the env in the WASM sandbox (the default).
+    #[arg(long)]
+    wasm: bool,
+    /// Number of episodes.
+    #[arg(long, default_value_t = 10)]
+    episodes: u64,
+    /// Seed of the first episode; episode i uses seed + i.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Task split.
+    #[arg(long, default_value = "test")]
+    split: Split,
+    /// Write the episodes as Agent Template JSONL.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A fault-injection config (JSON) applied at the tool boundary.
+    #[arg(long)]
+    faults: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the subcommand.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let backend = if args.native {
+        Backend::Native
+    } else {
+        Backend::Wasm
+    };
+    let env = make_env(&args.env, backend, &Default::default())
+        .with_context(|| format!("building {}", args.env))?;
+    let env: BoxEnv = match &args.faults {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Box::new(FaultInjection::new(env, FaultConfig::from_json(&text)?)?)
+        }
+        None => env,
+    };
+    let mut env = RecordTrajectory::new(TimeLimit::from_spec(env));
+    let id = env.spec().id.to_string();
+    let mut out = match &args.out {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let (mut total_reward, mut successes, mut steps, mut failures) = (0.0, 0u64, 0u64, 0u64);
+    let mut env_time = Duration::ZERO;
+    let start = Instant::now();
+    for episode in 0..args.episodes {
+        let mut agent = match args.agent {
+            AgentKind::Baseline => {
+                agents::baseline(&id).with_context(|| format!("{id} has no scripted baseline"))?
+            }
+        };
+        let options = ResetOptions::split(args.split);
+        let t = Instant::now();
+        let mut obs = env.reset(args.seed + episode, &options)?;
+        env_time += t.elapsed();
+        let mut reward = 0.0;
+        while !env.done().is_done() {
+            let action = agent.act(&obs);
+            let t = Instant::now();
+            let result = env.step(&action);
+            env_time += t.elapsed();
+            steps += 1;
+            match result {
+                Ok(o) => {
+                    reward += env.reward();
+                    obs = o;
+                }
+                Err(e) if e.is_invalid_action() => {
+                    obs = sandgym::env_api::Observation::new(e.to_string())
+                }
+                Err(e) => {
+                    eprintln!("episode {episode}: {e}");
+                    failures += 1;
+                    break;
+                }
+            }
+        }
+        let success = obs
+            .info
+            .get("success")
+            .and_then(Value::as_bool)
+            .unwrap_or(reward > 0.0);
+        successes += u64::from(success);
+        total_reward += reward;
+        if let Some(out) = out.as_mut() {
+            env.take_trajectory().write_jsonl(&mut *out)?;
+        }
+    }
+    if let Some(out) = out.as_mut() {
+        out.flush()?;
+    }
+    let n = args.episodes.max(1) as f64;
+    let summary = json!({
+        "env": id,
+        "backend": if args.native { "native" } else { "wasm" },
+        "split": args.split,
+        "episodes": args.episodes,
+        "mean_reward": total_reward / n,
+        "success_rate": successes as f64 / n,
+        "steps": steps,
+        "mean_steps": steps as f64 / n,
+        "failed_episodes": failures,
+        "steps_per_s": steps as f64 / env_time.as_secs_f64().max(1e-9),
+        "wall_s": start.elapsed().as_secs_f64(),
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "{id} ({}, {:?} split): {} episodes, mean reward {:.3}, success rate {:.3}, {:.1} steps/episode, {:.0} env steps/s",
+            summary["backend"].as_str().unwrap_or_default(),
+            args.split,
+            args.episodes,
+            summary["mean_reward"].as_f64().unwrap_or_default(),
+            summary["success_rate"].as_f64().unwrap_or_default(),
+            summary["mean_steps"].as_f64().unwrap_or_default(),
+            summary["steps_per_s"].as_f64().unwrap_or_default(),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
