@@ -182,6 +182,15 @@ fn sandbox(budget: Duration) -> anyhow::Result<Map<String, Value>> {
     let step_wasm = per_call(budget, || {
         wasm.step(&action).expect("wasm step");
     });
+    // The same step natively plus the JSON work the boundary does (action encoded and decoded,
+    // observation encoded and decoded): what remains of the WASM time is the component call
+    // itself and the guest's slower code.
+    let step_native_json = per_call(budget, || {
+        let parsed = Action::from_json(&action.to_json()).expect("valid");
+        let obs = native.step(&parsed).expect("native step");
+        let text = serde_json::to_string(&obs).expect("serialisable");
+        let _: sandgym::env_api::Observation = serde_json::from_str(&text).expect("parses");
+    });
     let fresh = per_call(budget, || {
         let mut env = guest.instantiate(config).expect("instantiate");
         env.reset(seed, &ResetOptions::default()).expect("reset");
@@ -202,6 +211,10 @@ fn sandbox(budget: Duration) -> anyhow::Result<Map<String, Value>> {
     let mut out = Map::new();
     out.insert("step_native_us".into(), us(step_native));
     out.insert("step_wasm_us".into(), us(step_wasm));
+    out.insert(
+        "step_native_with_boundary_json_us".into(),
+        us(step_native_json),
+    );
     out.insert(
         "step_ratio_wasm_over_native".into(),
         json!((step_wasm.as_secs_f64() / step_native.as_secs_f64() * 100.0).round() / 100.0),

@@ -1,0 +1,220 @@
+//! Schema-constrained tool-call decoding with llguidance: every sampled action is valid
+//! Agent Template JSON for the env's tools.
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use sandgym_env_api::ToolSpec;
+use serde_json::{Value, json};
+use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+
+use crate::{PolicyError, Result, Tokenizer};
+
+/// Limits on the free-text fields of an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActionLimits {
+    /// Longest `thought`, in characters (0 forces an empty thought).
+    pub thought_chars: u32,
+    /// Longest final `response`, in characters.
+    pub response_chars: u32,
+}
+
+impl Default for ActionLimits {
+    fn default() -> Self {
+        Self {
+            thought_chars: 200,
+            response_chars: 400,
+        }
+    }
+}
+
+/// The grammar of one env's actions, compiled once and instantiated per generation.
+///
+/// The grammar is exactly the canonical rendering of [`Template`](crate::Template):
+/// `{"thought":"…","action":{"tool_name":"NAME","parameters":{…}}}` for each tool (the
+/// parameters under that tool's JSON schema, properties in schema order, no whitespace) or
+/// `{"thought":"…","response":"…"}`, followed by `<|end|>`. Tool names are an enumeration,
+/// enums in parameters (table names, statuses) are enumerations, string patterns are enforced.
+///
+/// Sampling under the constraint masks disallowed tokens and renormalises; the log-probs that
+/// training uses are those of that masked distribution — the one actually sampled from — not
+/// of the unconstrained model (see the crate docs).
+#[derive(Clone)]
+pub struct ToolCallGrammar {
+    factory: Arc<ParserFactory>,
+    grammar: TopLevelGrammar,
+    end: u32,
+    vocab: usize,
+}
+
+impl std::fmt::Debug for ToolCallGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCallGrammar")
+            .field("vocab", &self.vocab)
+            .finish_non_exhaustive()
+    }
+}
+
+fn constraint(e: impl std::fmt::Display) -> PolicyError {
+    PolicyError::Constraint(e.to_string())
+}
+
+/// A JSON-string literal for Lark.
+fn lit(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+fn json_rule(schema: &Value) -> String {
+    let mut schema = schema.clone();
+    if let Value::Object(map) = &mut schema {
+        map.insert(
+            "x-guidance".into(),
+            json!({"whitespace_flexible": false, "lenient": true, "item_separator": ",", "key_separator": ":"}),
+        );
+    }
+    format!("%json {schema}")
+}
+
+/// The Lark grammar of an env's actions.
+pub fn lark_grammar(tools: &[ToolSpec], limits: ActionLimits) -> String {
+    let string = |max: u32| json!({"type": "string", "maxLength": max});
+    let mut g = String::new();
+    g.push_str("start: \"{\\\"thought\\\":\" thought \",\" body \"}\"\n");
+    g.push_str(&format!(
+        "thought: {}\n",
+        json_rule(&string(limits.thought_chars))
+    ));
+    let mut bodies = vec![format!("{} response", lit("\"response\":"))];
+    g.push_str(&format!(
+        "response: {}\n",
+        json_rule(&string(limits.response_chars))
+    ));
+    for (i, tool) in tools.iter().enumerate() {
+        let head = format!(
+            "\"action\":{{\"tool_name\":{},\"parameters\":",
+            lit(&tool.name)
+        );
+        bodies.push(format!("{} params{i} \"}}\"", lit(&head)));
+        g.push_str(&format!(
+            "params{i}: {}\n",
+            json_rule(&tool.parameters.to_value())
+        ));
+    }
+    g.push_str(&format!("body: {}\n", bodies.join(" | ")));
+    g
+}
+
+impl ToolCallGrammar {
+    /// Compiles the grammar of `tools` for `tokenizer`.
+    pub fn new(tokenizer: &Tokenizer, tools: &[ToolSpec], limits: ActionLimits) -> Result<Self> {
+        let json: Value = serde_json::from_str(tokenizer.to_json()).map_err(constraint)?;
+        let words = llguidance::token_bytes_from_tokenizer_json(&json).map_err(constraint)?;
+        let vocab = words.len();
+        let trie = TokTrie::from(&TokRxInfo::new(vocab as u32, tokenizer.eos()), &words);
+        let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+        let factory = ParserFactory::new_simple(&env).map_err(constraint)?;
+        let grammar = TopLevelGrammar::from_lark(lark_grammar(tools, limits));
+        let me = Self {
+            factory: Arc::new(factory),
+            grammar,
+            end: tokenizer.end(),
+            vocab,
+        };
+        me.matcher()?; // compile once now so a bad schema fails here, not mid-rollout
+        Ok(me)
+    }
+
+    /// A fresh matcher for one generation.
+    pub fn matcher(&self) -> Result<ToolCallMatcher> {
+        let parser = self
+            .factory
+            .create_parser(self.grammar.clone())
+            .map_err(constraint)?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(PolicyError::Constraint(e));
+        }
+        Ok(ToolCallMatcher {
+            matcher,
+            end: self.end,
+            vocab: self.vocab,
+            finished: false,
+        })
+    }
+}
+
+/// The state of one constrained generation.
+pub struct ToolCallMatcher {
+    matcher: Matcher,
+    end: u32,
+    vocab: usize,
+    finished: bool,
+}
+
+impl std::fmt::Debug for ToolCallMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCallMatcher")
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolCallMatcher {
+    /// The tokens allowed next, as a mask over the vocabulary. Once the JSON is complete only
+    /// `<|end|>` is allowed; after `<|end|>` nothing is.
+    pub fn allowed(&mut self) -> Result<Vec<bool>> {
+        let mut mask = vec![false; self.vocab];
+        if self.finished {
+            return Ok(mask);
+        }
+        if self.matcher.is_stopped() {
+            // The grammar's single top-level value has closed: the turn ends here.
+            mask[self.end as usize] = true;
+            return Ok(mask);
+        }
+        let vob = self.matcher.compute_mask().map_err(constraint)?;
+        vob.iter_set_entries(|t| {
+            if t < mask.len() {
+                mask[t] = true;
+            }
+        });
+        if self.matcher.is_accepting().unwrap_or(false) {
+            mask[self.end as usize] = true;
+        }
+        // The eos token stands for "grammar complete"; the template ends turns with <|end|>.
+        mask[0] = false;
+        Ok(mask)
+    }
+
+    /// Advances by one sampled token.
+    pub fn consume(&mut self, token: u32) -> Result<()> {
+        if self.finished {
+            return Err(PolicyError::Disallowed {
+                token,
+                reason: "the turn has ended".into(),
+            });
+        }
+        if token == self.end {
+            if self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false) {
+                self.finished = true;
+                return Ok(());
+            }
+            return Err(PolicyError::Disallowed {
+                token,
+                reason: "the action JSON is not complete".into(),
+            });
+        }
+        self.matcher
+            .consume_token(token)
+            .map_err(|e| PolicyError::Disallowed {
+                token,
+                reason: e.to_string(),
+            })
+    }
+
+    /// Whether the turn is complete (`<|end|>` consumed).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+}

@@ -1,0 +1,33 @@
+//! The policy crate's error type.
+
+/// The result type of this crate.
+pub type Result<T, E = PolicyError> = std::result::Result<T, E>;
+
+/// What can go wrong in the policy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// Training, loading or using the tokenizer failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The tool specs could not be turned into a decoding constraint.
+    #[error("cannot build the tool-call constraint: {0}")]
+    Constraint(String),
+    /// A token was offered that the constraint does not allow (a bug in the caller's sampler).
+    #[error("token {token} is not allowed by the constraint: {reason}")]
+    Disallowed {
+        /// The token id.
+        token: u32,
+        /// The matcher's explanation.
+        reason: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}

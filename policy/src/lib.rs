@@ -1,0 +1,26 @@
+//! The sandgym policy's text side: tokenizer, chat template and tool-call constraint.
+//!
+//! A [`Tokenizer`] (byte-level BPE, HF `tokenizer.json`) is trained on the envs' own text.
+//! The [`Template`] renders an Agent Template history as token ids with a loss mask in which
+//! only the policy's action tokens are trainable. A [`ToolCallGrammar`] built from the env's
+//! [`ToolSpec`](sandgym_env_api::ToolSpec)s (with llguidance) masks, token by token, everything
+//! that would not be a valid action, so a sampled action always parses and validates.
+//!
+//! # Which log-probs train
+//! Sampling under the constraint draws from the model's distribution restricted to the allowed
+//! tokens and renormalised. The log-prob recorded for each sampled token is the log-prob
+//! under that masked distribution, i.e. the distribution actually sampled from, and the trainer
+//! recomputes it the same way (same mask) for importance ratios; forced tokens (a single allowed
+//! token) have log-prob 0 and no gradient. The unconstrained log-prob is never used, so the
+//! ratio in PPO-style objectives compares like with like.
+#![deny(missing_docs)]
+
+mod constraint;
+mod error;
+mod template;
+mod tokenizer;
+
+pub use constraint::{ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar};
+pub use error::{PolicyError, Result};
+pub use template::{Rendered, Template, canonical_json, tool_list};
+pub use tokenizer::{Role, SPECIAL_TOKENS, Tokenizer};
