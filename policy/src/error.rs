@@ -21,6 +21,14 @@ pub enum PolicyError {
         /// The matcher's explanation.
         reason: String,
     },
+    /// A checkpoint is missing, truncated or does not match its config.
+    #[error("bad checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
     /// Reading or writing a file failed.
     #[error("i/o error on {path}: {source}")]
     Io {

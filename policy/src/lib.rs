@@ -1,4 +1,5 @@
-//! The sandgym policy's text side: tokenizer, chat template and tool-call constraint.
+//! The sandgym policy: tokenizer, chat template, tool-call constraint, and a Llama-style
+//! decoder in burn with KV-cached batched sampling and checkpoints.
 //!
 //! A [`Tokenizer`] (byte-level BPE, HF `tokenizer.json`) is trained on the envs' own text.
 //! The [`Template`] renders an Agent Template history as token ids with a loss mask in which
@@ -15,12 +16,23 @@
 //! ratio in PPO-style objectives compares like with like.
 #![deny(missing_docs)]
 
+mod cache;
+pub mod checkpoint;
 mod constraint;
+mod device;
 mod error;
+mod model;
+mod sample;
 mod template;
 mod tokenizer;
 
+pub use cache::{KvCache, LayerCache};
 pub use constraint::{ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar};
+#[cfg(feature = "cuda")]
+pub use device::Gpu;
+pub use device::{Cpu, CpuTrain, select_device};
 pub use error::{PolicyError, Result};
+pub use model::{Block, Output, PolicyConfig, PolicyModel};
+pub use sample::{SampleConfig, Sampled, generate, masked_log_softmax, sequence_logprobs};
 pub use template::{Rendered, Template, canonical_json, tool_list};
 pub use tokenizer::{Role, SPECIAL_TOKENS, Tokenizer};

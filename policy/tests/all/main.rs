@@ -1,4 +1,6 @@
-//! Integration tests of the policy's text side.
+//! Integration tests of the policy.
+
+mod model;
 
 use std::sync::OnceLock;
 
@@ -11,7 +13,7 @@ use sandgym_env_support::{SupportBaseline, SupportEnv};
 use sandgym_policy::{ActionLimits, Template, Tokenizer, ToolCallGrammar, canonical_json};
 
 /// Baseline episodes of both envs, recorded.
-fn episodes() -> &'static Vec<(Vec<ToolSpec>, Trajectory)> {
+pub fn episodes() -> &'static Vec<(Vec<ToolSpec>, Trajectory)> {
     static EPISODES: OnceLock<Vec<(Vec<ToolSpec>, Trajectory)>> = OnceLock::new();
     EPISODES.get_or_init(|| {
         let mut out = Vec::new();
@@ -52,7 +54,7 @@ fn corpus() -> Vec<String> {
     lines
 }
 
-fn tokenizer() -> &'static Tokenizer {
+pub fn tokenizer() -> &'static Tokenizer {
     static TOK: OnceLock<Tokenizer> = OnceLock::new();
     TOK.get_or_init(|| Tokenizer::train(corpus().into_iter(), 1000).unwrap())
 }

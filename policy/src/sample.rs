@@ -1,0 +1,258 @@
+//! Batched generation with a KV cache, temperature, top-p and the tool-call constraint.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+use sandgym_env_api::SplitMix64;
+
+use crate::cache::KvCache;
+use crate::model::PolicyModel;
+use crate::{Result, ToolCallMatcher};
+
+/// Sampling settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleConfig {
+    /// Softmax temperature (> 0).
+    pub temperature: f32,
+    /// Nucleus sampling threshold in (0, 1]; 1 disables it.
+    pub top_p: f32,
+    /// Most tokens generated per sequence.
+    pub max_new_tokens: usize,
+    /// Seed of the sampler.
+    pub seed: u64,
+}
+
+impl Default for SampleConfig {
+    fn default() -> Self {
+        Self {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 128,
+            seed: 0,
+        }
+    }
+}
+
+/// One generated continuation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sampled {
+    /// The sampled token ids (the closing end token included when reached).
+    pub tokens: Vec<u32>,
+    /// The log-prob of each sampled token under the distribution it was drawn from: the
+    /// model's logits divided by the temperature, restricted to the tokens the constraint
+    /// allowed (and to the top-p nucleus), renormalised.
+    pub logprobs: Vec<f32>,
+    /// Whether the sequence ended (end token or constraint complete) within the budget.
+    pub finished: bool,
+}
+
+/// A row-major float matrix pulled off the device.
+fn rows<B: Backend>(t: Tensor<B, 2>) -> Vec<Vec<f32>> {
+    let [_, n] = t.dims();
+    let data: Vec<f32> = t.into_data().convert::<f32>().to_vec().expect("f32 data");
+    data.chunks(n).map(<[f32]>::to_vec).collect()
+}
+
+/// Log-softmax of `logits / temperature` over the allowed tokens, in f64.
+pub fn masked_log_softmax(logits: &[f32], allowed: Option<&[bool]>, temperature: f32) -> Vec<f64> {
+    let ok = |i: usize| allowed.is_none_or(|m| m[i]);
+    let scaled: Vec<f64> = logits
+        .iter()
+        .map(|&l| f64::from(l) / f64::from(temperature))
+        .collect();
+    let max = (0..scaled.len())
+        .filter(|&i| ok(i))
+        .map(|i| scaled[i])
+        .fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = (0..scaled.len())
+        .filter(|&i| ok(i))
+        .map(|i| (scaled[i] - max).exp())
+        .sum();
+    let log_z = max + sum.ln();
+    (0..scaled.len())
+        .map(|i| {
+            if ok(i) {
+                scaled[i] - log_z
+            } else {
+                f64::NEG_INFINITY
+            }
+        })
+        .collect()
+}
+
+/// Draws from log-probs with an optional top-p nucleus; returns the token and its log-prob
+/// under the distribution actually sampled from.
+fn draw(logp: &[f64], top_p: f32, rng: &mut SplitMix64) -> (u32, f64) {
+    let mut order: Vec<usize> = (0..logp.len()).filter(|&i| logp[i].is_finite()).collect();
+    order.sort_by(|&a, &b| logp[b].total_cmp(&logp[a]).then(a.cmp(&b)));
+    let mut kept = Vec::new();
+    let mut mass = 0.0;
+    for &i in &order {
+        kept.push(i);
+        mass += logp[i].exp();
+        if mass >= f64::from(top_p) {
+            break;
+        }
+    }
+    let mut u = rng.next_f64() * mass;
+    let mut pick = *kept.last().expect("at least one allowed token");
+    for &i in &kept {
+        u -= logp[i].exp();
+        if u <= 0.0 {
+            pick = i;
+            break;
+        }
+    }
+    (pick as u32, logp[pick] - mass.ln())
+}
+
+/// The attention bias for `queries` new positions over `keys` cached+new positions.
+fn bias<B: Backend>(valid: &[Vec<bool>], queries: usize, device: &B::Device) -> Tensor<B, 4> {
+    let b = valid.len();
+    let keys = valid[0].len();
+    let mut data = vec![f32::NEG_INFINITY; b * queries * keys];
+    for (r, row) in valid.iter().enumerate() {
+        for q in 0..queries {
+            let qi = keys - queries + q;
+            for k in 0..=qi {
+                if row[k] || k == qi {
+                    data[(r * queries + q) * keys + k] = 0.0;
+                }
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(data, [b, 1, queries, keys]), device)
+}
+
+fn ints<B: Backend>(values: Vec<i64>, shape: [usize; 2], device: &B::Device) -> Tensor<B, 2, Int> {
+    Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+/// Generates a continuation of every prompt at once: prompts are left-padded into one batch,
+/// encoded in one pass, then extended token by token from the KV cache. A row with a
+/// constraint samples only allowed tokens and stops when the constraint completes; a row
+/// without one stops at `end`.
+pub fn generate<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    constraints: &mut [Option<ToolCallMatcher>],
+    end: u32,
+    config: &SampleConfig,
+    device: &B::Device,
+) -> Result<Vec<Sampled>> {
+    let b = prompts.len();
+    assert_eq!(constraints.len(), b, "one constraint slot per prompt");
+    assert!(
+        prompts.iter().all(|p| !p.is_empty()),
+        "prompts must not be empty"
+    );
+    let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let mut valid: Vec<Vec<bool>> = Vec::with_capacity(b);
+    let (mut tokens, mut positions) = (Vec::new(), Vec::new());
+    for p in prompts {
+        let pad = width - p.len();
+        valid.push((0..width).map(|j| j >= pad).collect());
+        tokens.extend(
+            (0..pad)
+                .map(|_| 0i64)
+                .chain(p.iter().map(|&t| i64::from(t))),
+        );
+        positions.extend((0..pad).map(|_| 0i64).chain(0..p.len() as i64));
+    }
+    let mut next_pos: Vec<i64> = prompts.iter().map(|p| p.len() as i64).collect();
+    let mut cache = KvCache::new(model.n_layers());
+    let out = model.forward(
+        ints(tokens, [b, width], device),
+        ints(positions, [b, width], device),
+        bias(&valid, width, device),
+        Some(&mut cache),
+    );
+    let [_, t, vocab] = out.logits.dims();
+    let mut last = rows(out.logits.narrow(1, t - 1, 1).reshape([b, vocab]));
+    let mut results = vec![Sampled::default(); b];
+    let mut rngs: Vec<SplitMix64> = (0..b)
+        .map(|r| SplitMix64::new(config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .collect();
+    for _ in 0..config.max_new_tokens {
+        if results.iter().all(|s| s.finished) {
+            break;
+        }
+        let mut step_tokens = Vec::with_capacity(b);
+        for r in 0..b {
+            if results[r].finished {
+                step_tokens.push(0i64);
+                valid[r].push(false);
+                continue;
+            }
+            let mask = match constraints[r].as_mut() {
+                Some(m) => Some(m.allowed()?),
+                None => None,
+            };
+            let logp = masked_log_softmax(&last[r], mask.as_deref(), config.temperature);
+            let (token, lp) = draw(&logp, config.top_p, &mut rngs[r]);
+            if let Some(m) = constraints[r].as_mut() {
+                m.consume(token)?;
+            }
+            let s = &mut results[r];
+            s.tokens.push(token);
+            s.logprobs.push(lp as f32);
+            s.finished = match constraints[r].as_ref() {
+                Some(m) => m.is_finished(),
+                None => token == end,
+            };
+            step_tokens.push(i64::from(token));
+            valid[r].push(true);
+        }
+        let pos: Vec<i64> = next_pos.clone();
+        for p in next_pos.iter_mut() {
+            *p += 1;
+        }
+        if results.iter().all(|s| s.finished) {
+            break;
+        }
+        let out = model.forward(
+            ints(step_tokens, [b, 1], device),
+            ints(pos, [b, 1], device),
+            bias(&valid, 1, device),
+            Some(&mut cache),
+        );
+        last = rows(out.logits.reshape([b, vocab]));
+    }
+    Ok(results)
+}
+
+/// Log-probs of `continuation` after `prompt` from one full forward pass (no cache), each under
+/// the same masked, temperature-scaled distribution sampling uses (`masks[i]` for token `i`,
+/// `None` for unconstrained).
+pub fn sequence_logprobs<B: Backend>(
+    model: &PolicyModel<B>,
+    prompt: &[u32],
+    continuation: &[u32],
+    masks: &[Option<Vec<bool>>],
+    temperature: f32,
+    device: &B::Device,
+) -> Vec<f32> {
+    let all: Vec<i64> = prompt
+        .iter()
+        .chain(continuation)
+        .map(|&t| i64::from(t))
+        .collect();
+    let n = all.len();
+    let valid = vec![vec![true; n]];
+    let out = model.forward(
+        ints(all, [1, n], device),
+        ints((0..n as i64).collect(), [1, n], device),
+        bias(&valid, n, device),
+        None,
+    );
+    let vocab = out.logits.dims()[2];
+    let logits = rows(out.logits.reshape([n, vocab]));
+    continuation
+        .iter()
+        .enumerate()
+        .map(|(i, &tok)| {
+            let row = &logits[prompt.len() + i - 1];
+            masked_log_softmax(row, masks.get(i).and_then(|m| m.as_deref()), temperature)
+                [tok as usize] as f32
+        })
+        .collect()
+}

@@ -1,0 +1,166 @@
+//! The burn model: KV-cached sampling agrees with full forward passes; checkpoints.
+
+use burn::tensor::{Int, Tensor, TensorData};
+use sandgym_policy::{
+    ActionLimits, Cpu, PolicyConfig, SampleConfig, ToolCallGrammar, checkpoint, generate,
+    select_device, sequence_logprobs,
+};
+
+fn config(vocab: usize) -> PolicyConfig {
+    PolicyConfig::new(vocab)
+        .with_d_model(64)
+        .with_n_layers(2)
+        .with_n_heads(4)
+        .with_n_kv_heads(2)
+        .with_d_ff(128)
+}
+
+#[test]
+fn kv_cached_sampling_matches_one_full_forward_pass() {
+    let device = select_device();
+    let model = config(300).init::<Cpu>(&device);
+    let prompts: Vec<Vec<u32>> = vec![vec![5, 9, 17], (20..32).collect(), vec![7; 7], vec![3]];
+    let mut constraints = vec![None, None, None, None];
+    let sample = SampleConfig {
+        temperature: 0.9,
+        top_p: 1.0,
+        max_new_tokens: 12,
+        seed: 4,
+    };
+    // `end` outside the vocabulary: rows run the whole budget.
+    let out = generate(&model, &prompts, &mut constraints, 10_000, &sample, &device).unwrap();
+    for (prompt, s) in prompts.iter().zip(&out) {
+        assert_eq!(s.tokens.len(), 12);
+        let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
+        for (a, b) in s.logprobs.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
+        }
+    }
+}
+
+#[test]
+fn constrained_sampling_logprobs_are_those_of_the_masked_distribution() {
+    let tok = crate::tokenizer();
+    let device = select_device();
+    let model = config(tok.vocab_size()).init::<Cpu>(&device);
+    let tools = &crate::episodes()[0].0;
+    let grammar = ToolCallGrammar::new(
+        tok,
+        tools,
+        ActionLimits {
+            thought_chars: 16,
+            response_chars: 24,
+        },
+    )
+    .unwrap();
+    let template = sandgym_policy::Template::new(tok);
+    let mut prompts = Vec::new();
+    for (_, t) in crate::episodes().iter().step_by(2).take(3) {
+        let mut p = template
+            .prompt(tools, &t.records[0].instruction)
+            .unwrap()
+            .ids;
+        p.truncate(40 + prompts.len() * 13);
+        p.push(template.generation_prefix());
+        prompts.push(p);
+    }
+    let mut constraints: Vec<_> = prompts
+        .iter()
+        .map(|_| Some(grammar.matcher().unwrap()))
+        .collect();
+    let sample = SampleConfig {
+        temperature: 1.0,
+        top_p: 1.0,
+        max_new_tokens: 300,
+        seed: 9,
+    };
+    let out = generate(
+        &model,
+        &prompts,
+        &mut constraints,
+        tok.end(),
+        &sample,
+        &device,
+    )
+    .unwrap();
+    for (prompt, s) in prompts.iter().zip(&out) {
+        assert!(s.finished, "{}", tok.decode(&s.tokens).unwrap());
+        // Replay the constraint to get each step's mask, then score in one pass.
+        let mut matcher = grammar.matcher().unwrap();
+        let masks: Vec<Option<Vec<bool>>> = s
+            .tokens
+            .iter()
+            .map(|&t| {
+                let m = matcher.allowed().unwrap();
+                matcher.consume(t).unwrap();
+                Some(m)
+            })
+            .collect();
+        let full = sequence_logprobs(&model, prompt, &s.tokens, &masks, 1.0, &device);
+        for (a, b) in s.logprobs.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
+        }
+        let text = tok.decode(&s.tokens[..s.tokens.len() - 1]).unwrap();
+        let action = sandgym_env_api::Action::from_json(&text).unwrap();
+        sandgym_env_api::validate_action(tools, &action).unwrap();
+    }
+}
+
+fn logits(model: &sandgym_policy::PolicyModel<Cpu>, ids: &[i64]) -> Vec<f32> {
+    let device = select_device();
+    let n = ids.len();
+    let tokens = Tensor::<Cpu, 2, Int>::from_data(TensorData::new(ids.to_vec(), [1, n]), &device);
+    let positions = Tensor::<Cpu, 2, Int>::from_data(
+        TensorData::new((0..n as i64).collect::<Vec<_>>(), [1, n]),
+        &device,
+    );
+    let mut bias = vec![f32::NEG_INFINITY; n * n];
+    for q in 0..n {
+        for k in 0..=q {
+            bias[q * n + k] = 0.0;
+        }
+    }
+    let bias = Tensor::<Cpu, 4>::from_data(TensorData::new(bias, [1, 1, n, n]), &device);
+    model
+        .forward(tokens, positions, bias, None)
+        .logits
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+#[test]
+fn checkpoints_round_trip_and_bad_ones_are_refused() {
+    let tok = crate::tokenizer();
+    let device = select_device();
+    let cfg = config(tok.vocab_size());
+    let model = cfg.init::<Cpu>(&device);
+    let dir = std::env::temp_dir().join(format!("sandgym-ckpt-{}", std::process::id()));
+    checkpoint::save(&dir, &cfg, &model, tok).unwrap();
+    let (cfg2, back, tok2) = checkpoint::load::<Cpu>(&dir, &device).unwrap();
+    assert_eq!(cfg2, cfg);
+    assert_eq!(tok2.to_json(), tok.to_json());
+    let ids = [1i64, 2, 50, 60, 70];
+    assert_eq!(logits(&model, &ids), logits(&back, &ids));
+    // Saving again replaces the checkpoint atomically.
+    checkpoint::save(&dir, &cfg, &back, tok).unwrap();
+    // A truncated weights file is a clear error.
+    let weights = dir.join("model.mpk");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    assert!(err.to_string().contains("bad checkpoint"), "{err}");
+    // Weights that do not match the config are refused too.
+    std::fs::write(&weights, &bytes).unwrap();
+    let other = cfg.clone().with_d_model(32).with_d_ff(64);
+    burn::config::Config::save(&other, dir.join("config.json")).unwrap();
+    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    assert!(err.to_string().contains("bad checkpoint"), "{err}");
+    let impossible = cfg.clone().with_n_heads(3);
+    burn::config::Config::save(&impossible, dir.join("config.json")).unwrap();
+    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    assert!(err.to_string().contains("heads"), "{err}");
+    std::fs::write(dir.join("config.json"), "{").unwrap();
+    assert!(checkpoint::load::<Cpu>(&dir, &device).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
