@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 pub mod agents;
 
 pub use sandgym_env_api as env_api;
+pub use sandgym_policy as policy;
 pub use sandgym_sandbox as sandbox;
 
 use env_api::{BoxEnv, EnvError, EnvId};
@@ -84,4 +85,33 @@ pub fn make_env(
             Ok(Box::new(env))
         }
     }
+}
+
+/// Text for training a tokenizer: tool lists, instructions, observations and the canonical
+/// actions of `episodes` scripted-baseline episodes per bundled env (train split).
+pub fn env_corpus(episodes: u64) -> env_api::Result<Vec<String>> {
+    use env_api::{Env, RecordTrajectory, ResetOptions, Split};
+    let mut lines = Vec::new();
+    for id in ["sql-agent-v0", "customer-service-v0"] {
+        let mut env = RecordTrajectory::new(make_env(id, Backend::Native, &Map::new())?);
+        lines.push(policy::tool_list(&env.spec().tools));
+        for seed in 0..episodes {
+            let mut agent = agents::baseline(id).expect("bundled envs have baselines");
+            let mut obs = env.reset(seed, &ResetOptions::split(Split::Train))?;
+            for _ in 0..env.spec().max_episode_steps.unwrap_or(16) {
+                if env.done().is_done() {
+                    break;
+                }
+                obs = env.step(&agent.act(&obs))?;
+            }
+            for r in env.take_trajectory().records {
+                if let Some(a) = r.to_action() {
+                    lines.push(policy::canonical_json(&a));
+                }
+                lines.push(r.instruction);
+                lines.push(r.observation);
+            }
+        }
+    }
+    Ok(lines)
 }

@@ -201,3 +201,25 @@ fn bench_envs_compares_native_and_wasm() {
         }
     }
 }
+
+#[test]
+fn bench_policy_reports_throughput() {
+    let out = sandgym(&["bench", "policy", "--json", "--seconds", "0.05"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "tokens_per_s_unconstrained",
+        "tokens_per_s_constrained",
+        "fwd_bwd_us_per_token",
+    ] {
+        assert!(
+            figures[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {figures}"
+        );
+    }
+    assert_eq!(figures["batch"], 64);
+}

@@ -21,6 +21,7 @@ pub mod checkpoint;
 mod constraint;
 mod device;
 mod error;
+mod loss;
 mod model;
 mod sample;
 mod template;
@@ -32,6 +33,7 @@ pub use constraint::{ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_gramma
 pub use device::Gpu;
 pub use device::{Cpu, CpuTrain, select_device};
 pub use error::{PolicyError, Result};
+pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
 pub use sample::{SampleConfig, Sampled, generate, masked_log_softmax, sequence_logprobs};
 pub use template::{Rendered, Template, canonical_json, tool_list};

@@ -15,6 +15,9 @@ pub enum What {
     Sandbox,
     /// The bundled envs, native and in WASM: reset latency, per-query latency, steps/s.
     Envs,
+    /// The policy on the CPU: generated tokens/s at batch 64 with and without the tool-call
+    /// constraint, forward+backward time per token.
+    Policy,
 }
 
 /// Options of `sandgym bench`.
@@ -35,6 +38,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
+        What::Policy => policy(args.seconds)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
@@ -260,4 +264,97 @@ fn parallel_steps(
             .sum()
     });
     Ok(total? as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Generation and training throughput of the default policy on the CPU.
+fn policy(seconds: f64) -> anyhow::Result<Map<String, Value>> {
+    use burn::tensor::{Int, Tensor, TensorData};
+    use sandgym::policy::{
+        ActionLimits, Cpu, CpuTrain, PolicyConfig, SampleConfig, Template, Tokenizer,
+        ToolCallGrammar, generate, masked_mean, select_device, token_logprobs,
+    };
+    let tok = Tokenizer::train(sandgym::env_corpus(40)?.into_iter(), 1000)?;
+    let device = select_device();
+    let config = PolicyConfig::new(tok.vocab_size());
+    let model = config.init::<Cpu>(&device);
+    let env = sandgym::make_env("sql-agent-v0", sandgym::Backend::Native, &Map::new())?;
+    let tools = env.spec().tools.clone();
+    let grammar = ToolCallGrammar::new(&tok, &tools, ActionLimits::default())?;
+    let template = Template::new(&tok);
+    let batch = 64;
+    let new_tokens = if seconds < 0.2 { 4 } else { 32 };
+    let prompt = {
+        let mut p = template
+            .prompt(
+                &tools,
+                "Database `shop`: customers(id, name). Question: How many customers are there?",
+            )?
+            .ids;
+        p.push(template.generation_prefix());
+        p
+    };
+    let prompts = vec![prompt; batch];
+    let sample = SampleConfig {
+        max_new_tokens: new_tokens,
+        ..SampleConfig::default()
+    };
+    let rate = |constrained: bool| -> anyhow::Result<f64> {
+        let mut constraints: Vec<_> = (0..batch)
+            .map(|_| constrained.then(|| grammar.matcher()).transpose())
+            .collect::<Result<_, _>>()?;
+        let start = Instant::now();
+        let out = generate(
+            &model,
+            &prompts,
+            &mut constraints,
+            10_000_000,
+            &sample,
+            &device,
+        )?;
+        let tokens: usize = out.iter().map(|s| s.tokens.len()).sum();
+        Ok(tokens as f64 / start.elapsed().as_secs_f64())
+    };
+    let free = rate(false)?;
+    let constrained = rate(true)?;
+    // Forward + backward per token: batch 8 x 128 tokens through the autodiff backend.
+    let train = config.init::<CpuTrain>(&device);
+    let (b, t) = (8, 128);
+    let ids: Vec<i64> = (0..b * t)
+        .map(|i| (i % (tok.vocab_size() - 10) + 6) as i64)
+        .collect();
+    let tokens = Tensor::<CpuTrain, 2, Int>::from_data(TensorData::new(ids, [b, t]), &device);
+    let positions: Vec<i64> = (0..b).flat_map(|_| 0..t as i64).collect();
+    let positions =
+        Tensor::<CpuTrain, 2, Int>::from_data(TensorData::new(positions, [b, t]), &device);
+    let mut bias = vec![f32::NEG_INFINITY; t * t];
+    for q in 0..t {
+        for k in 0..=q {
+            bias[q * t + k] = 0.0;
+        }
+    }
+    let bias = Tensor::<CpuTrain, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), &device)
+        .repeat_dim(0, b);
+    let start = Instant::now();
+    let out = train.forward(tokens.clone(), positions, bias, None);
+    let loss = masked_mean(
+        token_logprobs(out.logits, tokens, None, 1.0),
+        Tensor::ones([b, t], &device),
+    );
+    let _grads = loss.backward();
+    let per_token = start.elapsed() / (b * t) as u32;
+    let mut out = Map::new();
+    out.insert("batch".into(), json!(batch));
+    out.insert("new_tokens_per_sequence".into(), json!(new_tokens));
+    out.insert("tokens_per_s_unconstrained".into(), json!(free.round()));
+    out.insert(
+        "tokens_per_s_constrained".into(),
+        json!(constrained.round()),
+    );
+    out.insert("fwd_bwd_us_per_token".into(), us(per_token));
+    out.insert(
+        "parameters".into(),
+        json!(burn::module::Module::num_params(&model)),
+    );
+    out.insert("device".into(), json!("cpu (ndarray)"));
+    Ok(out)
 }

@@ -164,3 +164,44 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     assert!(checkpoint::load::<Cpu>(&dir, &device).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn observation_tokens_carry_no_gradient() {
+    use sandgym_policy::{CpuTrain, Template, masked_mean, token_logprobs};
+    type B = CpuTrain;
+    let tok = crate::tokenizer();
+    let device = select_device();
+    let (tools, trajectory) = &crate::episodes()[1];
+    let rendered = Template::new(tok).trajectory(tools, trajectory).unwrap();
+    let n = rendered.ids.len() - 1;
+    let vocab = tok.vocab_size();
+    // Position i predicts token i + 1; its loss weight is that token's mask.
+    let targets: Vec<i64> = rendered.ids[1..].iter().map(|&t| i64::from(t)).collect();
+    let mask: Vec<f32> = rendered.loss_mask[1..]
+        .iter()
+        .map(|&m| f32::from(u8::from(m)))
+        .collect();
+    let logits =
+        Tensor::<B, 3>::random([1, n, vocab], burn::tensor::Distribution::Default, &device)
+            .require_grad();
+    let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [1, n]), &device);
+    let weights = Tensor::<B, 2>::from_data(TensorData::new(mask.clone(), [1, n]), &device);
+    let loss = masked_mean(token_logprobs(logits.clone(), targets, None, 1.0), weights).neg();
+    let grads = loss.backward();
+    let grad: Vec<f32> = logits.grad(&grads).unwrap().into_data().to_vec().unwrap();
+    let mut trained = 0;
+    for (i, m) in mask.iter().enumerate() {
+        let row = &grad[i * vocab..(i + 1) * vocab];
+        let norm: f32 = row.iter().map(|g| g.abs()).sum();
+        if *m == 0.0 {
+            assert_eq!(
+                norm, 0.0,
+                "position {i} predicts a prompt/observation token but has gradient"
+            );
+        } else {
+            assert!(norm > 0.0);
+            trained += 1;
+        }
+    }
+    assert!(trained > 0 && trained < n, "{trained}/{n}");
+}
