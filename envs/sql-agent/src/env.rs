@@ -275,7 +275,7 @@ impl SqlAgentEnv {
 
 fn spec(tables: &[String], reward: &RewardConfig) -> EnvSpec {
     let high = reward.correct.max(0.0) + reward.safe.max(0.0);
-    let low = reward.destructive.min(0.0) + reward.sql_error.min(0.0) * 100.0
+    let low = reward.destructive.min(0.0) + reward.sql_error.min(0.0)
         - reward.per_token.abs() * MAX_QUERY_CHARS as f64;
     EnvSpec::new(EnvId::new("sql-agent", 0).expect("valid id"))
         .with_description(

@@ -170,27 +170,52 @@ fn pairs(items: &[&[(&'static str, &str)]]) -> Vec<Vec<(&'static str, String)>> 
         .collect()
 }
 
+/// "How many rows has this table?" for `database`.
+fn count_table(database: &'static str, values: Vec<Vec<(&'static str, String)>>) -> Intent {
+    Intent {
+        id: "count_table",
+        database,
+        phrasings: [
+            "How many {noun} are there?",
+            "Count the {noun}.",
+            "What is the total number of {noun}?",
+            "Tell me how many {noun} the database holds.",
+        ],
+        sql: "SELECT COUNT(*) FROM {table}",
+        ordered: false,
+        values,
+    }
+}
+
+/// "How many rows per value of this column?" for `database`.
+fn group_count(database: &'static str, values: Vec<Vec<(&'static str, String)>>) -> Intent {
+    Intent {
+        id: "group_count",
+        database,
+        phrasings: [
+            "Count the {rows} for each {noun}.",
+            "How many {rows} are there per {noun}?",
+            "Give the number of {rows} grouped by {noun}.",
+            "For every {noun}, report how many {rows} there are.",
+        ],
+        sql: "SELECT {col}, COUNT(*) FROM {table} GROUP BY {col}",
+        ordered: false,
+        values,
+    }
+}
+
 fn intents() -> Vec<Intent> {
     let cities: Vec<&str> = CITIES.iter().map(|c| c.0).collect();
     vec![
         // ---- shop ----
-        Intent {
-            id: "count_table",
-            database: "shop",
-            phrasings: [
-                "How many {noun} are there?",
-                "Count the {noun}.",
-                "What is the total number of {noun}?",
-                "Tell me how many {noun} the database holds.",
-            ],
-            sql: "SELECT COUNT(*) FROM {table}",
-            ordered: false,
-            values: pairs(&[
+        count_table(
+            "shop",
+            pairs(&[
                 &[("noun", "customers"), ("table", "customers")],
                 &[("noun", "products"), ("table", "products")],
                 &[("noun", "orders"), ("table", "orders")],
             ]),
-        },
+        ),
         Intent {
             id: "count_city",
             database: "shop",
@@ -250,18 +275,9 @@ fn intents() -> Vec<Intent> {
             ordered: false,
             values: slot("n", [20, 30, 50, 100, 200]),
         },
-        Intent {
-            id: "group_count",
-            database: "shop",
-            phrasings: [
-                "Count the {rows} for each {noun}.",
-                "How many {rows} are there per {noun}?",
-                "Give the number of {rows} grouped by {noun}.",
-                "For every {noun}, report how many {rows} there are.",
-            ],
-            sql: "SELECT {col}, COUNT(*) FROM {table} GROUP BY {col}",
-            ordered: false,
-            values: pairs(&[
+        group_count(
+            "shop",
+            pairs(&[
                 &[
                     ("rows", "orders"),
                     ("noun", "status"),
@@ -293,7 +309,7 @@ fn intents() -> Vec<Intent> {
                     ("col", "order_year"),
                 ],
             ]),
-        },
+        ),
         Intent {
             id: "top_products",
             database: "shop",
@@ -356,23 +372,14 @@ fn intents() -> Vec<Intent> {
             values: slot("product", PRODUCTS.iter().step_by(2).map(|p| p.0)),
         },
         // ---- school ----
-        Intent {
-            id: "count_table",
-            database: "school",
-            phrasings: [
-                "How many {noun} are there?",
-                "Count the {noun}.",
-                "What is the total number of {noun}?",
-                "Tell me how many {noun} the database holds.",
-            ],
-            sql: "SELECT COUNT(*) FROM {table}",
-            ordered: false,
-            values: pairs(&[
+        count_table(
+            "school",
+            pairs(&[
                 &[("noun", "students"), ("table", "students")],
                 &[("noun", "courses"), ("table", "courses")],
                 &[("noun", "enrollments"), ("table", "enrollments")],
             ]),
-        },
+        ),
         Intent {
             id: "count_major",
             database: "school",
@@ -430,18 +437,9 @@ fn intents() -> Vec<Intent> {
             ordered: false,
             values: slot("x", ["3.0", "3.5", "3.8", "2.5"]),
         },
-        Intent {
-            id: "group_count",
-            database: "school",
-            phrasings: [
-                "Count the {rows} for each {noun}.",
-                "How many {rows} are there per {noun}?",
-                "Give the number of {rows} grouped by {noun}.",
-                "For every {noun}, report how many {rows} there are.",
-            ],
-            sql: "SELECT {col}, COUNT(*) FROM {table} GROUP BY {col}",
-            ordered: false,
-            values: pairs(&[
+        group_count(
+            "school",
+            pairs(&[
                 &[
                     ("rows", "students"),
                     ("noun", "major"),
@@ -467,7 +465,7 @@ fn intents() -> Vec<Intent> {
                     ("col", "semester"),
                 ],
             ]),
-        },
+        ),
         Intent {
             id: "sorted_list",
             database: "school",
@@ -558,23 +556,14 @@ fn intents() -> Vec<Intent> {
             values: slot("major", MAJORS),
         },
         // ---- company ----
-        Intent {
-            id: "count_table",
-            database: "company",
-            phrasings: [
-                "How many {noun} are there?",
-                "Count the {noun}.",
-                "What is the total number of {noun}?",
-                "Tell me how many {noun} the database holds.",
-            ],
-            sql: "SELECT COUNT(*) FROM {table}",
-            ordered: false,
-            values: pairs(&[
+        count_table(
+            "company",
+            pairs(&[
                 &[("noun", "employees"), ("table", "employees")],
                 &[("noun", "departments"), ("table", "departments")],
                 &[("noun", "projects"), ("table", "projects")],
             ]),
-        },
+        ),
         Intent {
             id: "count_title",
             database: "company",
@@ -658,18 +647,9 @@ fn intents() -> Vec<Intent> {
             ordered: false,
             values: slot("n", [80000, 100000, 120000, 60000]),
         },
-        Intent {
-            id: "group_count",
-            database: "company",
-            phrasings: [
-                "Count the {rows} for each {noun}.",
-                "How many {rows} are there per {noun}?",
-                "Give the number of {rows} grouped by {noun}.",
-                "For every {noun}, report how many {rows} there are.",
-            ],
-            sql: "SELECT {col}, COUNT(*) FROM {table} GROUP BY {col}",
-            ordered: false,
-            values: pairs(&[
+        group_count(
+            "company",
+            pairs(&[
                 &[
                     ("rows", "employees"),
                     ("noun", "title"),
@@ -695,7 +675,7 @@ fn intents() -> Vec<Intent> {
                     ("col", "city"),
                 ],
             ]),
-        },
+        ),
         Intent {
             id: "employees_in_department",
             database: "company",
