@@ -108,7 +108,7 @@ pub use registry::{
 pub use rng::SplitMix64;
 pub use schema::{Schema, SchemaType};
 pub use spec::{EnvId, EnvSpec};
-pub use tool::{ToolSpec, validate_action};
+pub use tool::{ToolSpec, begin_step, validate_action};
 pub use trajectory::Trajectory;
 #[cfg(feature = "vec")]
 pub use vec_env::{AutoReset, Transition, VecEnv};

@@ -117,3 +117,28 @@ pub fn validate_action(tools: &[ToolSpec], action: &Action) -> Result<()> {
         }
     }
 }
+
+/// The checks every [`Env::step`](crate::Env::step) starts with, in order: the env has been
+/// reset ([`EnvError::NotReset`]), the episode is still running ([`EnvError::EpisodeOver`]),
+/// and the action is valid for `tools` ([`validate_action`]). An env that calls it first
+/// keeps the parts of the contract that `check_env` tests about bad and late steps.
+///
+/// ```
+/// use sandgym_env_api::{Action, Done, EnvError, begin_step};
+/// let err = begin_step(true, Done::Terminated, &[], &Action::respond("hi")).unwrap_err();
+/// assert!(matches!(err, EnvError::EpisodeOver { .. }));
+/// ```
+pub fn begin_step(
+    reset: bool,
+    done: crate::Done,
+    tools: &[ToolSpec],
+    action: &Action,
+) -> Result<()> {
+    if !reset {
+        return Err(EnvError::NotReset);
+    }
+    if done.is_done() {
+        return Err(EnvError::EpisodeOver { done });
+    }
+    validate_action(tools, action)
+}

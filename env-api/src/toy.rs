@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolSpec, validate_action,
+    Schema, SplitMix64, ToolSpec, begin_step,
 };
 
 /// Guess a secret integer in `1..=max` (default 100). Each `guess` returns `higher`, `lower` or
@@ -131,15 +131,7 @@ impl Env for GuessNumber {
     }
 
     fn step(&mut self, action: &Action) -> Result<Observation> {
-        if !self.state.reset {
-            return Err(EnvError::NotReset);
-        }
-        if self.state.done.is_done() {
-            return Err(EnvError::EpisodeOver {
-                done: self.state.done,
-            });
-        }
-        validate_action(&self.spec.tools, action)?;
+        begin_step(self.state.reset, self.state.done, &self.spec.tools, action)?;
         let (content, reward, done) = match &action.body {
             ActionBody::Response(_) => ("You gave up.".to_owned(), 0.0, Done::Terminated),
             ActionBody::ToolCall(call) => {

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use sandgym_env_api::{
     Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolCall, ToolSpec, validate_action,
+    Schema, SplitMix64, ToolCall, ToolSpec, begin_step,
 };
 
 use crate::customer;
@@ -446,15 +446,7 @@ impl Env for SupportEnv {
     }
 
     fn step(&mut self, action: &Action) -> Result<Observation> {
-        if !self.started {
-            return Err(EnvError::NotReset);
-        }
-        if self.episode.done.is_done() {
-            return Err(EnvError::EpisodeOver {
-                done: self.episode.done,
-            });
-        }
-        validate_action(&self.spec.tools, action)?;
+        begin_step(self.started, self.episode.done, &self.spec.tools, action)?;
         let obs = match &action.body {
             ActionBody::ToolCall(call) => {
                 self.episode.reward = 0.0;

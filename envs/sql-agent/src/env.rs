@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use sandgym_env_api::{
     Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolSpec, validate_action,
+    Schema, SplitMix64, ToolSpec, begin_step,
 };
 
 use crate::engine::{self, Image, Outcome};
@@ -426,15 +426,7 @@ impl Env for SqlAgentEnv {
     }
 
     fn step(&mut self, action: &Action) -> Result<Observation> {
-        if !self.started {
-            return Err(EnvError::NotReset);
-        }
-        if self.episode.done.is_done() {
-            return Err(EnvError::EpisodeOver {
-                done: self.episode.done,
-            });
-        }
-        validate_action(&self.spec.tools, action)?;
+        begin_step(self.started, self.episode.done, &self.spec.tools, action)?;
         let obs = match &action.body {
             ActionBody::ToolCall(call) => {
                 let (text, reward) = self.tool_output(call);
