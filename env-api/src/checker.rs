@@ -205,13 +205,7 @@ fn generated_script(env: &dyn Env, max_steps: usize) -> Vec<Action> {
 }
 
 fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".into())
-    })
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| crate::panic::message(&*payload))
 }
 
 impl Checker<'_> {

@@ -69,6 +69,42 @@ impl ResetOptions {
         self.task = Some(task.into());
         self
     }
+
+    /// The index of the episode's task among `tasks` (id and split of each, in order): the
+    /// task named by [`ResetOptions::task`], or else one of the tasks of
+    /// [`ResetOptions::split`] chosen by `seed`, so a seed names an episode.
+    ///
+    /// ```
+    /// use sandgym_env_api::{ResetOptions, Split};
+    /// let tasks = [("a", Split::Train), ("b", Split::Test), ("c", Split::Train)];
+    /// assert_eq!(ResetOptions::default().with_task("b").choose_task(0, tasks)?, 1);
+    /// assert_ne!(ResetOptions::default().choose_task(7, tasks)?, 1);
+    /// assert!(ResetOptions::default().with_task("z").choose_task(0, tasks).is_err());
+    /// # Ok::<(), sandgym_env_api::EnvError>(())
+    /// ```
+    pub fn choose_task<'a>(
+        &self,
+        seed: u64,
+        tasks: impl IntoIterator<Item = (&'a str, Split)>,
+    ) -> Result<usize> {
+        let tasks: Vec<(&str, Split)> = tasks.into_iter().collect();
+        if let Some(id) = &self.task {
+            return tasks.iter().position(|(t, _)| t == id).ok_or_else(|| {
+                EnvError::InvalidOptions {
+                    reason: format!("no task `{id}`"),
+                }
+            });
+        }
+        let pool: Vec<usize> = (0..tasks.len())
+            .filter(|&i| tasks[i].1 == self.split)
+            .collect();
+        if pool.is_empty() {
+            return Err(EnvError::InvalidOptions {
+                reason: format!("the {:?} split has no tasks", self.split),
+            });
+        }
+        Ok(*crate::SplitMix64::new(seed).choose(&pool))
+    }
 }
 
 /// A gymnasium-style environment for an LLM agent.

@@ -83,6 +83,7 @@ mod checker;
 mod env;
 mod error;
 mod observation;
+mod panic;
 mod record;
 mod registry;
 mod rng;

@@ -281,11 +281,7 @@ fn guarded<T>(slot: &mut Slot, f: impl FnOnce(&mut BoxEnv) -> Result<T>) -> Resu
     match catch_unwind(AssertUnwindSafe(|| f(&mut slot.env))) {
         Ok(result) => result,
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".into());
+            let message = crate::panic::message(&*payload);
             slot.panicked = Some(message.clone());
             Err(EnvError::Panicked { message })
         }

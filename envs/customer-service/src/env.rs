@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use sandgym_env_api::{
     Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolCall, ToolSpec, begin_step,
+    Schema, ToolCall, ToolSpec, begin_step,
 };
 
 use crate::customer;
@@ -406,24 +406,8 @@ impl Env for SupportEnv {
     }
 
     fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
-        let task = match &options.task {
-            Some(id) => self.tasks.iter().position(|t| &t.id == id).ok_or_else(|| {
-                EnvError::InvalidOptions {
-                    reason: format!("no task `{id}`"),
-                }
-            })?,
-            None => {
-                let pool: Vec<usize> = (0..self.tasks.len())
-                    .filter(|&i| self.tasks[i].split == options.split)
-                    .collect();
-                if pool.is_empty() {
-                    return Err(EnvError::InvalidOptions {
-                        reason: format!("the {:?} split has no tasks", options.split),
-                    });
-                }
-                *SplitMix64::new(seed).choose(&pool)
-            }
-        };
+        let task =
+            options.choose_task(seed, self.tasks.iter().map(|t| (t.id.as_str(), t.split)))?;
         let t = &self.tasks[task];
         let last = Observation::new(instruction(t))
             .with_info("task", t.id.clone())

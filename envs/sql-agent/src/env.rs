@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use sandgym_env_api::{
     Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolSpec, begin_step,
+    Schema, ToolSpec, begin_step,
 };
 
 use crate::engine::{self, Image, Outcome};
@@ -72,8 +72,6 @@ struct Shared {
     /// Column descriptions of the bundled databases, by `table.column`.
     about: BTreeMap<String, &'static str>,
     images: BTreeMap<String, Image>,
-    train: Vec<usize>,
-    test: Vec<usize>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -148,17 +146,6 @@ impl SqlAgentEnv {
                 })?;
             }
         }
-        let index = |split| {
-            tasks
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.split == split)
-                .map(|(i, _)| i)
-                .collect::<Vec<_>>()
-        };
-        let train = index(sandgym_env_api::Split::Train);
-        let test = index(sandgym_env_api::Split::Test);
         let tables: Vec<String> = images
             .values()
             .flat_map(table_names)
@@ -180,8 +167,6 @@ impl SqlAgentEnv {
                     })
                     .collect(),
                 images,
-                train,
-                test,
             }),
             config,
             db: Image::default(),
@@ -385,28 +370,10 @@ impl Env for SqlAgentEnv {
 
     fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
         let shared = &self.shared;
-        let task = match &options.task {
-            Some(id) => shared
-                .tasks
-                .tasks
-                .iter()
-                .position(|t| &t.id == id)
-                .ok_or_else(|| EnvError::InvalidOptions {
-                    reason: format!("no task `{id}`"),
-                })?,
-            None => {
-                let pool = match options.split {
-                    sandgym_env_api::Split::Train => &shared.train,
-                    sandgym_env_api::Split::Test => &shared.test,
-                };
-                if pool.is_empty() {
-                    return Err(EnvError::InvalidOptions {
-                        reason: format!("the {:?} split has no tasks", options.split),
-                    });
-                }
-                *SplitMix64::new(seed).choose(pool)
-            }
-        };
+        let task = options.choose_task(
+            seed,
+            shared.tasks.tasks.iter().map(|t| (t.id.as_str(), t.split)),
+        )?;
         let t = &shared.tasks.tasks[task];
         self.db = shared.images[&t.database].clone();
         let last = Observation::new(instruction(t, &self.db))
