@@ -7,7 +7,7 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use sandgym_env_api::ToolSpec;
 use serde_json::{Value, json};
-use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
 
 use crate::{PolicyError, Result, Tokenizer};
 
@@ -26,6 +26,35 @@ impl Default for ActionLimits {
             thought_chars: 200,
             response_chars: 400,
         }
+    }
+}
+
+/// llguidance's view of our tokenizer: the token trie for masks, and the tokenizer's own
+/// (canonical) BPE for the bytes the grammar forces, so forced text comes out exactly as
+/// [`Tokenizer::encode`] would write it.
+struct CanonicalTokEnv {
+    trie: TokTrie,
+    tokenizer: Tokenizer,
+}
+
+impl TokenizerEnv for CanonicalTokEnv {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
+        match std::str::from_utf8(s)
+            .ok()
+            .map(|t| self.tokenizer.encode(t))
+        {
+            Some(Ok(ids)) => ids,
+            // Part of a multi-byte character, or a tokenizer failure: fall back to the trie.
+            _ => self.trie.greedy_tokenize(s),
+        }
+    }
+
+    fn tokenize_is_canonical(&self) -> bool {
+        true
     }
 }
 
@@ -112,7 +141,10 @@ impl ToolCallGrammar {
         let words = llguidance::token_bytes_from_tokenizer_json(&json).map_err(constraint)?;
         let vocab = words.len();
         let trie = TokTrie::from(&TokRxInfo::new(vocab as u32, tokenizer.eos()), &words);
-        let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+        let env: TokEnv = Arc::new(CanonicalTokEnv {
+            trie,
+            tokenizer: tokenizer.clone(),
+        });
         let factory = ParserFactory::new_simple(&env).map_err(constraint)?;
         let grammar = TopLevelGrammar::from_lark(lark_grammar(tools, limits));
         let me = Self {
@@ -185,6 +217,18 @@ impl ToolCallMatcher {
         // The eos token stands for "grammar complete"; the template ends turns with <|end|>.
         mask[0] = false;
         Ok(mask)
+    }
+
+    /// The tokens the grammar forces next (the canonical tokenisation of the only bytes it
+    /// allows), possibly none. A sampler appends them without drawing: the JSON scaffolding
+    /// (`{"thought":`, tool names fixed by the choice so far, `"parameters":{` …) then costs no
+    /// choices and comes out in the tokenizer's own merges rather than in random byte-level
+    /// splits.
+    pub fn forced(&mut self) -> Vec<u32> {
+        if self.finished || self.matcher.is_stopped() {
+            return Vec::new();
+        }
+        self.matcher.compute_ff_tokens()
     }
 
     /// Advances by one sampled token.

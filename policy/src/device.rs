@@ -1,17 +1,107 @@
 //! Backends and device selection.
 
+use std::fmt;
+use std::str::FromStr;
+
 use burn::backend::{Autodiff, NdArray};
+
+use crate::{PolicyError, Result};
 
 /// The CPU backend for inference (ndarray).
 pub type Cpu = NdArray<f32>;
 /// The CPU backend for training.
 pub type CpuTrain = Autodiff<Cpu>;
 
-/// The CUDA backend (feature `cuda`).
+/// The CUDA backend for inference (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub type Gpu = burn::backend::Cuda<f32>;
+/// The CUDA backend for training (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub type GpuTrain = Autodiff<Gpu>;
 
 /// The device of the default (CPU) backend.
 pub fn select_device() -> burn::backend::ndarray::NdArrayDevice {
     Default::default()
+}
+
+/// Where the policy runs.
+///
+/// ```
+/// use sandgym_policy::DeviceKind;
+/// let kind: DeviceKind = "cpu".parse()?;
+/// assert_eq!(kind.check()?, DeviceKind::Cpu);
+/// assert!("tpu".parse::<DeviceKind>().is_err());
+/// # Ok::<(), sandgym_policy::PolicyError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// ndarray on the CPU (always available).
+    #[default]
+    Cpu,
+    /// burn-cuda on the first NVIDIA GPU (feature `cuda`, libcuda present).
+    Cuda,
+}
+
+impl DeviceKind {
+    /// Confirms that this device can be used here, so that a missing GPU is a clear error
+    /// before any work starts (burn-cuda panics in a worker thread when libcuda is absent).
+    pub fn check(self) -> Result<Self> {
+        match self {
+            DeviceKind::Cpu => Ok(self),
+            DeviceKind::Cuda if !cfg!(feature = "cuda") => Err(PolicyError::Device(
+                "this build has no CUDA support; rebuild with `--features cuda`".into(),
+            )),
+            DeviceKind::Cuda => match find_libcuda() {
+                Some(_) => Ok(self),
+                None => Err(PolicyError::Device(
+                    "no NVIDIA driver found (libcuda.so.1 is not on the library path)".into(),
+                )),
+            },
+        }
+    }
+}
+
+impl FromStr for DeviceKind {
+    type Err = PolicyError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cpu" => Ok(DeviceKind::Cpu),
+            "cuda" | "gpu" => Ok(DeviceKind::Cuda),
+            other => Err(PolicyError::Device(format!(
+                "unknown device `{other}`; expected cpu or cuda"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+        })
+    }
+}
+
+/// The driver library's path, searched where the dynamic loader looks: `LD_LIBRARY_PATH`,
+/// then the usual system directories.
+fn find_libcuda() -> Option<std::path::PathBuf> {
+    let from_env = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let system = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/nvidia/lib64",
+        "/usr/lib/wsl/lib",
+    ];
+    from_env
+        .into_iter()
+        .chain(system.iter().map(std::path::PathBuf::from))
+        .map(|dir| dir.join("libcuda.so.1"))
+        .find(|p| p.exists())
 }

@@ -29,6 +29,9 @@ pub enum PolicyError {
         /// What was wrong.
         reason: String,
     },
+    /// The requested device cannot be used in this build or on this machine.
+    #[error("device: {0}")]
+    Device(String),
     /// Reading or writing a file failed.
     #[error("i/o error on {path}: {source}")]
     Io {

@@ -29,9 +29,9 @@ mod tokenizer;
 
 pub use cache::{KvCache, LayerCache};
 pub use constraint::{ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar};
+pub use device::{Cpu, CpuTrain, DeviceKind, select_device};
 #[cfg(feature = "cuda")]
-pub use device::Gpu;
-pub use device::{Cpu, CpuTrain, select_device};
+pub use device::{Gpu, GpuTrain};
 pub use error::{PolicyError, Result};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};

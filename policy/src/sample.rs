@@ -11,7 +11,8 @@ use crate::{Result, ToolCallMatcher};
 /// Sampling settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SampleConfig {
-    /// Softmax temperature (> 0).
+    /// Softmax temperature (> 0); 0 picks the most likely allowed token (greedy), and the
+    /// recorded log-prob is then 0 (the choice was certain).
     pub temperature: f32,
     /// Nucleus sampling threshold in (0, 1]; 1 disables it.
     pub top_p: f32,
@@ -43,6 +44,9 @@ pub struct Sampled {
     pub logprobs: Vec<f32>,
     /// Whether the sequence ended (end token or constraint complete) within the budget.
     pub finished: bool,
+    /// For each sampled token, the tokens the constraint allowed at that point (`None` when
+    /// the row had no constraint). Training recomputes log-probs under these same masks.
+    pub allowed: Vec<Option<Vec<bool>>>,
 }
 
 /// A row-major float matrix pulled off the device.
@@ -172,6 +176,7 @@ pub fn generate<B: Backend>(
     let mut rngs: Vec<SplitMix64> = (0..b)
         .map(|r| SplitMix64::new(config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
         .collect();
+    let mut pending: Vec<std::collections::VecDeque<u32>> = vec![Default::default(); b];
     for _ in 0..config.max_new_tokens {
         if results.iter().all(|s| s.finished) {
             break;
@@ -183,18 +188,41 @@ pub fn generate<B: Backend>(
                 valid[r].push(false);
                 continue;
             }
-            let mask = match constraints[r].as_mut() {
-                Some(m) => Some(m.allowed()?),
-                None => None,
+            if pending[r].is_empty()
+                && let Some(m) = constraints[r].as_mut()
+            {
+                pending[r] = m.forced().into();
+            }
+            let (token, lp, mask) = if let Some(token) = pending[r].pop_front() {
+                // Forced by the grammar: certain, so log-prob 0, and the mask allows only it.
+                let mut only = vec![false; vocab];
+                only[token as usize] = true;
+                (token, 0.0, Some(only))
+            } else {
+                let mask = match constraints[r].as_mut() {
+                    Some(m) => Some(m.allowed()?),
+                    None => None,
+                };
+                let (token, lp) = if config.temperature > 0.0 {
+                    let logp = masked_log_softmax(&last[r], mask.as_deref(), config.temperature);
+                    draw(&logp, config.top_p, &mut rngs[r])
+                } else {
+                    let logp = masked_log_softmax(&last[r], mask.as_deref(), 1.0);
+                    let best = (0..logp.len())
+                        .filter(|&i| logp[i].is_finite())
+                        .max_by(|&a, &b| logp[a].total_cmp(&logp[b]).then(b.cmp(&a)))
+                        .expect("at least one allowed token");
+                    (best as u32, 0.0)
+                };
+                (token, lp, mask)
             };
-            let logp = masked_log_softmax(&last[r], mask.as_deref(), config.temperature);
-            let (token, lp) = draw(&logp, config.top_p, &mut rngs[r]);
             if let Some(m) = constraints[r].as_mut() {
                 m.consume(token)?;
             }
             let s = &mut results[r];
             s.tokens.push(token);
             s.logprobs.push(lp as f32);
+            s.allowed.push(mask);
             s.finished = match constraints[r].as_ref() {
                 Some(m) => m.is_finished(),
                 None => token == end,

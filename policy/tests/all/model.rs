@@ -2,9 +2,23 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use sandgym_policy::{
-    ActionLimits, Cpu, PolicyConfig, SampleConfig, ToolCallGrammar, checkpoint, generate,
-    select_device, sequence_logprobs,
+    ActionLimits, PolicyConfig, SampleConfig, ToolCallGrammar, checkpoint, generate,
+    sequence_logprobs,
 };
+
+// The same tests run on the GPU when built with `--features cuda` (see scripts/gpu-check.sh).
+#[cfg(not(feature = "cuda"))]
+type Infer = sandgym_policy::Cpu;
+#[cfg(not(feature = "cuda"))]
+type Train = sandgym_policy::CpuTrain;
+#[cfg(feature = "cuda")]
+type Infer = sandgym_policy::Gpu;
+#[cfg(feature = "cuda")]
+type Train = sandgym_policy::GpuTrain;
+
+fn select_device() -> burn::tensor::Device<Infer> {
+    Default::default()
+}
 
 fn config(vocab: usize) -> PolicyConfig {
     PolicyConfig::new(vocab)
@@ -18,7 +32,7 @@ fn config(vocab: usize) -> PolicyConfig {
 #[test]
 fn kv_cached_sampling_matches_one_full_forward_pass() {
     let device = select_device();
-    let model = config(300).init::<Cpu>(&device);
+    let model = config(300).init::<Infer>(&device);
     let prompts: Vec<Vec<u32>> = vec![vec![5, 9, 17], (20..32).collect(), vec![7; 7], vec![3]];
     let mut constraints = vec![None, None, None, None];
     let sample = SampleConfig {
@@ -42,7 +56,7 @@ fn kv_cached_sampling_matches_one_full_forward_pass() {
 fn constrained_sampling_logprobs_are_those_of_the_masked_distribution() {
     let tok = crate::tokenizer();
     let device = select_device();
-    let model = config(tok.vocab_size()).init::<Cpu>(&device);
+    let model = config(tok.vocab_size()).init::<Infer>(&device);
     let tools = &crate::episodes()[0].0;
     let grammar = ToolCallGrammar::new(
         tok,
@@ -106,11 +120,11 @@ fn constrained_sampling_logprobs_are_those_of_the_masked_distribution() {
     }
 }
 
-fn logits(model: &sandgym_policy::PolicyModel<Cpu>, ids: &[i64]) -> Vec<f32> {
+fn logits(model: &sandgym_policy::PolicyModel<Infer>, ids: &[i64]) -> Vec<f32> {
     let device = select_device();
     let n = ids.len();
-    let tokens = Tensor::<Cpu, 2, Int>::from_data(TensorData::new(ids.to_vec(), [1, n]), &device);
-    let positions = Tensor::<Cpu, 2, Int>::from_data(
+    let tokens = Tensor::<Infer, 2, Int>::from_data(TensorData::new(ids.to_vec(), [1, n]), &device);
+    let positions = Tensor::<Infer, 2, Int>::from_data(
         TensorData::new((0..n as i64).collect::<Vec<_>>(), [1, n]),
         &device,
     );
@@ -120,7 +134,7 @@ fn logits(model: &sandgym_policy::PolicyModel<Cpu>, ids: &[i64]) -> Vec<f32> {
             bias[q * n + k] = 0.0;
         }
     }
-    let bias = Tensor::<Cpu, 4>::from_data(TensorData::new(bias, [1, 1, n, n]), &device);
+    let bias = Tensor::<Infer, 4>::from_data(TensorData::new(bias, [1, 1, n, n]), &device);
     model
         .forward(tokens, positions, bias, None)
         .logits
@@ -134,10 +148,10 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     let tok = crate::tokenizer();
     let device = select_device();
     let cfg = config(tok.vocab_size());
-    let model = cfg.init::<Cpu>(&device);
+    let model = cfg.init::<Infer>(&device);
     let dir = std::env::temp_dir().join(format!("sandgym-ckpt-{}", std::process::id()));
     checkpoint::save(&dir, &cfg, &model, tok).unwrap();
-    let (cfg2, back, tok2) = checkpoint::load::<Cpu>(&dir, &device).unwrap();
+    let (cfg2, back, tok2) = checkpoint::load::<Infer>(&dir, &device).unwrap();
     assert_eq!(cfg2, cfg);
     assert_eq!(tok2.to_json(), tok.to_json());
     let ids = [1i64, 2, 50, 60, 70];
@@ -148,27 +162,27 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     let weights = dir.join("model.mpk");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("bad checkpoint"), "{err}");
     // Weights that do not match the config are refused too.
     std::fs::write(&weights, &bytes).unwrap();
     let other = cfg.clone().with_d_model(32).with_d_ff(64);
     burn::config::Config::save(&other, dir.join("config.json")).unwrap();
-    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("bad checkpoint"), "{err}");
     let impossible = cfg.clone().with_n_heads(3);
     burn::config::Config::save(&impossible, dir.join("config.json")).unwrap();
-    let err = checkpoint::load::<Cpu>(&dir, &device).unwrap_err();
+    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("heads"), "{err}");
     std::fs::write(dir.join("config.json"), "{").unwrap();
-    assert!(checkpoint::load::<Cpu>(&dir, &device).is_err());
+    assert!(checkpoint::load::<Infer>(&dir, &device).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn observation_tokens_carry_no_gradient() {
-    use sandgym_policy::{CpuTrain, Template, masked_mean, token_logprobs};
-    type B = CpuTrain;
+    use sandgym_policy::{Template, masked_mean, token_logprobs};
+    type B = Train;
     let tok = crate::tokenizer();
     let device = select_device();
     let (tools, trajectory) = &crate::episodes()[1];
