@@ -31,6 +31,9 @@ pub struct Args {
     /// Seconds per measurement (longer is steadier).
     #[arg(long, default_value_t = 0.5)]
     seconds: f64,
+    /// Where `bench policy` runs: cpu, or cuda (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: sandgym::policy::DeviceKind,
 }
 
 /// Runs the subcommand.
@@ -38,7 +41,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
-        What::Policy => policy(args.seconds)?,
+        What::Policy => match args.device.check()? {
+            #[cfg(feature = "cuda")]
+            sandgym::policy::DeviceKind::Cuda => {
+                policy::<sandgym::policy::GpuTrain>(args.seconds, &Default::default(), "cuda")?
+            }
+            _ => policy::<sandgym::policy::CpuTrain>(
+                args.seconds,
+                &Default::default(),
+                "cpu (ndarray)",
+            )?,
+        },
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
@@ -266,17 +279,20 @@ fn parallel_steps(
     Ok(total? as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Generation and training throughput of the default policy on the CPU.
-fn policy(seconds: f64) -> anyhow::Result<Map<String, Value>> {
+/// Generation and training throughput of the default policy on one device.
+fn policy<B: burn::tensor::backend::AutodiffBackend>(
+    seconds: f64,
+    device: &B::Device,
+    name: &str,
+) -> anyhow::Result<Map<String, Value>> {
     use burn::tensor::{Int, Tensor, TensorData};
     use sandgym::policy::{
-        ActionLimits, Cpu, CpuTrain, PolicyConfig, SampleConfig, Template, Tokenizer,
-        ToolCallGrammar, generate, masked_mean, select_device, token_logprobs,
+        ActionLimits, PolicyConfig, SampleConfig, Template, Tokenizer, ToolCallGrammar, generate,
+        masked_mean, token_logprobs,
     };
     let tok = Tokenizer::train(sandgym::env_corpus(40)?.into_iter(), 1000)?;
-    let device = select_device();
     let config = PolicyConfig::new(tok.vocab_size());
-    let model = config.init::<Cpu>(&device);
+    let model = config.init::<B::InnerBackend>(device);
     let env = sandgym::make_env("sql-agent-v0", sandgym::Backend::Native, &Map::new())?;
     let tools = env.spec().tools.clone();
     let grammar = ToolCallGrammar::new(&tok, &tools, ActionLimits::default())?;
@@ -309,7 +325,7 @@ fn policy(seconds: f64) -> anyhow::Result<Map<String, Value>> {
             &mut constraints,
             10_000_000,
             &sample,
-            &device,
+            device,
         )?;
         let tokens: usize = out.iter().map(|s| s.tokens.len()).sum();
         Ok(tokens as f64 / start.elapsed().as_secs_f64())
@@ -317,30 +333,30 @@ fn policy(seconds: f64) -> anyhow::Result<Map<String, Value>> {
     let free = rate(false)?;
     let constrained = rate(true)?;
     // Forward + backward per token: batch 8 x 128 tokens through the autodiff backend.
-    let train = config.init::<CpuTrain>(&device);
+    let train = config.init::<B>(device);
     let (b, t) = (8, 128);
     let ids: Vec<i64> = (0..b * t)
         .map(|i| (i % (tok.vocab_size() - 10) + 6) as i64)
         .collect();
-    let tokens = Tensor::<CpuTrain, 2, Int>::from_data(TensorData::new(ids, [b, t]), &device);
+    let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [b, t]), device);
     let positions: Vec<i64> = (0..b).flat_map(|_| 0..t as i64).collect();
-    let positions =
-        Tensor::<CpuTrain, 2, Int>::from_data(TensorData::new(positions, [b, t]), &device);
+    let positions = Tensor::<B, 2, Int>::from_data(TensorData::new(positions, [b, t]), device);
     let mut bias = vec![f32::NEG_INFINITY; t * t];
     for q in 0..t {
         for k in 0..=q {
             bias[q * t + k] = 0.0;
         }
     }
-    let bias = Tensor::<CpuTrain, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), &device)
-        .repeat_dim(0, b);
+    let bias =
+        Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device).repeat_dim(0, b);
     let start = Instant::now();
     let out = train.forward(tokens.clone(), positions, bias, None);
     let loss = masked_mean(
         token_logprobs(out.logits, tokens, None, 1.0),
-        Tensor::ones([b, t], &device),
+        Tensor::ones([b, t], device),
     );
     let _grads = loss.backward();
+    B::sync(device)?;
     let per_token = start.elapsed() / (b * t) as u32;
     let mut out = Map::new();
     out.insert("batch".into(), json!(batch));
@@ -355,6 +371,6 @@ fn policy(seconds: f64) -> anyhow::Result<Map<String, Value>> {
         "parameters".into(),
         json!(burn::module::Module::num_params(&model)),
     );
-    out.insert("device".into(), json!("cpu (ndarray)"));
+    out.insert("device".into(), json!(name));
     Ok(out)
 }

@@ -1,0 +1,41 @@
+//! The sandgym trainer: rollouts over many (sandboxed) envs, the PPO/GRPO family of policy
+//! gradients, supervised warm-start, metrics, plots and resumable checkpoints.
+//!
+//! The pieces, in the order data flows through them:
+//! - [`RolloutEngine`] plays episodes: envs step in parallel on worker threads while the
+//!   policy generates every live episode's next action in one constrained, KV-cached batch.
+//!   An [`Episode`] keeps exactly the tokens the policy saw and sampled, with their log-probs
+//!   and constraint masks (token-in, token-out).
+//! - [`batch`] turns episodes into [`Sample`]s: token-level rewards by the [`Credit`] mode,
+//!   then advantages by the algorithm ([`advantage`]: GRPO, RLOO, GAE, REINFORCE++).
+//! - [`Learner`] takes gradient steps of the clipped objective ([`objective`]: dual clip, KL
+//!   k1/k2/k3, value loss, loss aggregation modes) or of SFT.
+//! - [`Trainer`] runs iterations into a run directory with `metrics.jsonl`, PNG plots and
+//!   atomic checkpoints it can resume from exactly.
+//!
+//! Formulas follow verl's reference implementation; `tests/all/reference.rs` checks them
+//! against published vectors.
+#![deny(missing_docs)]
+
+pub mod advantage;
+pub mod batch;
+mod config;
+mod error;
+mod eval;
+mod learner;
+pub mod metrics;
+pub mod objective;
+pub mod plot;
+mod rollout;
+mod run;
+pub mod sft;
+
+pub use batch::Sample;
+pub use config::{Algo, Credit, KlConfig, KlEstimator, KlMode, LossAgg, OnEnvError, TrainConfig};
+pub use error::{Result, TrainError};
+pub use eval::{EvalReport, evaluate};
+pub use learner::{Learner, PolicyOptimizer, StepStats, adam};
+pub use metrics::IterMetrics;
+pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
+pub use run::{RunConfig, Trainer, policy_dir, read_run_config, rollout_settings, write_plots};
+pub use sft::SftConfig;

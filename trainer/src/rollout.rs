@@ -1,0 +1,387 @@
+//! The rollout engine: many envs stepped in parallel on worker threads while the policy
+//! generates the next action of every live episode in one batch.
+
+use std::time::{Duration, Instant};
+
+use burn::tensor::backend::Backend;
+use sandgym_env_api::{
+    Action, AutoReset, BoxEnv, Done, EnvError, ResetOptions, SplitMix64, StepRecord, ToolSpec,
+    Trajectory, VecEnv,
+};
+use sandgym_policy::{
+    ActionLimits, PolicyModel, Rendered, SampleConfig, Template, Tokenizer, ToolCallGrammar,
+    generate,
+};
+
+use crate::Result;
+
+/// One policy turn inside an episode's token sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn {
+    /// Index of the turn's first generated token in [`Episode::tokens`].
+    pub start: usize,
+    /// One past its last generated token.
+    pub end: usize,
+    /// The env's reward for this turn's action.
+    pub reward: f64,
+}
+
+/// One finished episode: exactly the tokens the policy saw and produced, with the log-prob
+/// and the constraint mask of every produced token, and the env's rewards per turn.
+#[derive(Clone, Debug, Default)]
+pub struct Episode {
+    /// The group (task) this rollout belongs to, within its iteration.
+    pub group: usize,
+    /// The reset seed (it chose the task).
+    pub seed: u64,
+    /// Prompt, actions and observations, as rendered by the [`Template`].
+    pub tokens: Vec<u32>,
+    /// `true` for tokens the policy generated.
+    pub loss_mask: Vec<bool>,
+    /// Per token: the log-prob it was sampled with (0 where not generated).
+    pub logprobs: Vec<f32>,
+    /// Per token: the constraint's allowed set when it was sampled (`None`: not generated or
+    /// unconstrained).
+    pub allowed: Vec<Option<Vec<bool>>>,
+    /// The policy turns.
+    pub turns: Vec<Turn>,
+    /// How the episode ended (`Truncated` also when it ran out of turns, tokens or context).
+    pub done: Done,
+    /// Whether the env reported success (its `success` info) or, without one, whether it
+    /// terminated with a positive final reward.
+    pub success: bool,
+    /// The env failure that ended the episode, if any.
+    pub error: Option<String>,
+    /// The Agent Template records of the episode.
+    pub trajectory: Trajectory,
+}
+
+impl Episode {
+    /// The sum of the turn rewards.
+    pub fn total_reward(&self) -> f64 {
+        self.turns.iter().map(|t| t.reward).sum()
+    }
+
+    /// The canonical text of its actions, one per line (used to measure diversity).
+    pub fn action_text(&self) -> String {
+        self.trajectory
+            .records
+            .iter()
+            .filter_map(|r| r.to_action().map(|a| sandgym_policy::canonical_json(&a)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn push(&mut self, rendered: Rendered) {
+        let n = rendered.ids.len();
+        self.tokens.extend(rendered.ids);
+        self.loss_mask.extend(std::iter::repeat_n(false, n));
+        self.logprobs.extend(std::iter::repeat_n(0.0, n));
+        self.allowed.extend(std::iter::repeat_n(None, n));
+    }
+}
+
+/// The shape of the episodes the engine plays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RolloutSettings {
+    /// The most policy turns per episode.
+    pub max_turns: u32,
+    /// The most tokens per turn.
+    pub max_new_tokens: usize,
+    /// The most tokens in an episode's context.
+    pub max_context: usize,
+    /// Observations are cut to this many characters.
+    pub max_observation_chars: usize,
+    /// Limits of the free-text fields of actions.
+    pub limits: ActionLimits,
+}
+
+/// Timing and volume of one [`RolloutEngine::run`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RolloutStats {
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Time spent generating.
+    pub generate_time: Duration,
+    /// Env steps (and resets) performed.
+    pub env_steps: usize,
+    /// Time spent in env steps and resets.
+    pub env_time: Duration,
+}
+
+/// Plays batches of episodes: `VecEnv` workers step the envs in parallel, the policy samples
+/// every live episode's next action in one batched, KV-cached, constrained generation.
+pub struct RolloutEngine {
+    envs: VecEnv,
+    tools: Vec<ToolSpec>,
+    grammar: ToolCallGrammar,
+    tokenizer: Tokenizer,
+    settings: RolloutSettings,
+}
+
+impl std::fmt::Debug for RolloutEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RolloutEngine")
+            .field("envs", &self.envs.len())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{} …[cut]", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// A seed for turn `turn` of a batch sampled with `seed`.
+fn turn_seed(seed: u64, turn: u32) -> u64 {
+    SplitMix64::new(seed ^ u64::from(turn).wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64()
+}
+
+impl RolloutEngine {
+    /// `envs` fresh envs of one kind (all with the same tools) on `threads` workers.
+    pub fn new(
+        envs: Vec<BoxEnv>,
+        threads: usize,
+        tokenizer: Tokenizer,
+        settings: RolloutSettings,
+    ) -> Result<Self> {
+        let tools = envs
+            .first()
+            .ok_or_else(|| crate::TrainError::Config("no envs to roll out on".into()))?
+            .spec()
+            .tools
+            .clone();
+        let grammar = ToolCallGrammar::new(&tokenizer, &tools, settings.limits)?;
+        Ok(Self {
+            envs: VecEnv::new(envs, threads, AutoReset::Disabled),
+            tools,
+            grammar,
+            tokenizer,
+            settings,
+        })
+    }
+
+    /// The number of envs (the most episodes played at once).
+    pub fn capacity(&self) -> usize {
+        self.envs.len()
+    }
+
+    /// The env's tools.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// Plays one episode per `(group, seed)` job (at most [`capacity`](Self::capacity)) with
+    /// `model`, sampling at `temperature` (0: greedy) from `sample_seed`.
+    pub fn run<B: Backend>(
+        &mut self,
+        model: &PolicyModel<B>,
+        device: &B::Device,
+        jobs: &[(usize, u64)],
+        options: &ResetOptions,
+        temperature: f32,
+        sample_seed: u64,
+    ) -> Result<(Vec<Episode>, RolloutStats)> {
+        assert!(jobs.len() <= self.envs.len(), "more jobs than envs");
+        let template = Template::new(&self.tokenizer);
+        let mut stats = RolloutStats::default();
+        let clock = Instant::now();
+        let seeds: Vec<(usize, u64)> = jobs.iter().enumerate().map(|(i, j)| (i, j.1)).collect();
+        let resets = self.envs.reset(&seeds, options);
+        stats.env_steps += resets.len();
+        stats.env_time += clock.elapsed();
+        let mut episodes: Vec<Episode> = Vec::with_capacity(jobs.len());
+        let mut instruction: Vec<String> = Vec::with_capacity(jobs.len());
+        let mut live = Vec::new();
+        for ((i, reset), &(group, seed)) in resets.into_iter().zip(jobs) {
+            let mut ep = Episode {
+                group,
+                seed,
+                trajectory: Trajectory::new(format!("{group}-{seed}-{i}")),
+                ..Episode::default()
+            };
+            match reset {
+                Ok(obs) => {
+                    let text = cut(&obs.content, self.settings.max_observation_chars * 4);
+                    ep.push(template.prompt(&self.tools, &text)?);
+                    instruction.push(obs.content);
+                    live.push(i);
+                }
+                Err(e) => {
+                    ep.error = Some(env_error_text(&e));
+                    ep.done = Done::Truncated;
+                    instruction.push(String::new());
+                }
+            }
+            episodes.push(ep);
+        }
+        for turn in 0..self.settings.max_turns {
+            live.retain(|&i| {
+                let fits = episodes[i].tokens.len() + 1 + self.settings.max_new_tokens
+                    <= self.settings.max_context;
+                if !fits {
+                    episodes[i].done = Done::Truncated;
+                }
+                fits
+            });
+            if live.is_empty() {
+                break;
+            }
+            let prompts: Vec<Vec<u32>> = live
+                .iter()
+                .map(|&i| {
+                    let mut p = episodes[i].tokens.clone();
+                    p.push(template.generation_prefix());
+                    p
+                })
+                .collect();
+            let mut constraints = live
+                .iter()
+                .map(|_| self.grammar.matcher().map(Some))
+                .collect::<sandgym_policy::Result<Vec<_>>>()?;
+            let sample = SampleConfig {
+                temperature,
+                top_p: 1.0,
+                max_new_tokens: self.settings.max_new_tokens,
+                seed: turn_seed(sample_seed, turn),
+            };
+            let clock = Instant::now();
+            let sampled = generate(
+                model,
+                &prompts,
+                &mut constraints,
+                self.tokenizer.end(),
+                &sample,
+                device,
+            )?;
+            stats.generate_time += clock.elapsed();
+            let mut actions: Vec<Option<Action>> = vec![None; self.envs.len()];
+            let mut stepped = Vec::new();
+            for (&i, s) in live.iter().zip(sampled) {
+                stats.generated_tokens += s.tokens.len();
+                let ep = &mut episodes[i];
+                ep.push(Rendered {
+                    ids: vec![template.generation_prefix()],
+                    loss_mask: vec![false],
+                });
+                let start = ep.tokens.len();
+                let text_ids: Vec<u32> = s
+                    .tokens
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != self.tokenizer.end())
+                    .collect();
+                ep.tokens.extend(&s.tokens);
+                ep.loss_mask
+                    .extend(std::iter::repeat_n(true, s.tokens.len()));
+                ep.logprobs.extend(&s.logprobs);
+                ep.allowed.extend(s.allowed);
+                ep.turns.push(Turn {
+                    start,
+                    end: ep.tokens.len(),
+                    reward: 0.0,
+                });
+                if !s.finished {
+                    // Out of tokens mid-action: the turn ends the episode with no reward.
+                    ep.done = Done::Truncated;
+                    continue;
+                }
+                let text = self.tokenizer.decode(&text_ids)?;
+                match Action::from_json(&text) {
+                    Ok(action) => {
+                        actions[i] = Some(action);
+                        stepped.push(i);
+                    }
+                    Err(e) => {
+                        // Cannot happen under the constraint; kept as a policy failure, not a crash.
+                        ep.error = Some(format!("the policy wrote an invalid action: {e}"));
+                        ep.done = Done::Truncated;
+                    }
+                }
+            }
+            let clock = Instant::now();
+            let mut results = self.envs.step(actions.clone());
+            stats.env_time += clock.elapsed();
+            stats.env_steps += stepped.len();
+            for i in stepped {
+                let ep = &mut episodes[i];
+                let action = actions[i].take().expect("stepped envs have actions");
+                match results[i].take().expect("stepped envs have results") {
+                    Ok(t) => {
+                        ep.turns.last_mut().expect("a turn").reward = t.reward;
+                        let mut record = StepRecord::new(
+                            instruction[i].clone(),
+                            &action,
+                            t.observation.content.clone(),
+                            t.reward,
+                        );
+                        record.done = t.done;
+                        ep.trajectory.push(record);
+                        ep.done = t.done;
+                        if t.done.is_done() {
+                            ep.success = match t.observation.info.get("success") {
+                                Some(v) => v.as_bool().unwrap_or(false),
+                                None => t.done == Done::Terminated && t.reward > 0.0,
+                            };
+                        } else {
+                            let text =
+                                cut(&t.observation.content, self.settings.max_observation_chars);
+                            ep.push(template.observation(&text)?);
+                        }
+                    }
+                    Err(e) => {
+                        ep.error = Some(env_error_text(&e));
+                        ep.done = Done::Truncated;
+                    }
+                }
+            }
+            live.retain(|&i| !episodes[i].done.is_done());
+        }
+        for &i in &live {
+            episodes[i].done = Done::Truncated;
+        }
+        Ok((episodes, stats))
+    }
+}
+
+/// The tokens a rollout would have produced for a recorded episode: the same prompt,
+/// observation cuts and thought limit as [`RolloutEngine::run`], each action rendered in
+/// canonical form. SFT trains on this rendering.
+pub fn render_trajectory(
+    tokenizer: &Tokenizer,
+    tools: &[ToolSpec],
+    trajectory: &Trajectory,
+    settings: &RolloutSettings,
+) -> Result<Rendered> {
+    let template = Template::new(tokenizer);
+    let instruction = trajectory
+        .records
+        .first()
+        .map_or("", |r| r.instruction.as_str());
+    let mut out = template.prompt(tools, &cut(instruction, settings.max_observation_chars * 4))?;
+    for record in &trajectory.records {
+        let Some(mut action) = record.to_action() else {
+            continue;
+        };
+        action.thought = action
+            .thought
+            .chars()
+            .take(settings.limits.thought_chars as usize)
+            .collect();
+        out.extend(template.action(&action)?);
+        if !record.done.is_done() {
+            out.extend(
+                template.observation(&cut(&record.observation, settings.max_observation_chars))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn env_error_text(e: &EnvError) -> String {
+    format!("{e} ({:?})", e.kind())
+}

@@ -1,0 +1,523 @@
+//! A training run: the iteration loop, its run directory, checkpoints and resume.
+//!
+//! A run directory holds:
+//! - `config.json` — the [`TrainConfig`] and the caller's description of the run (env id …);
+//! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
+//! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
+//! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.bin` and `state.json`,
+//!   replaced atomically (written beside, then renamed);
+//! - `reference/` — the frozen reference policy, when a KL term is on.
+//!
+//! Every random choice of iteration `i` (tasks, sampling, minibatch order) is derived from
+//! the config's seed and `i`, and the weights and optimiser state are checkpointed in full
+//! precision, so a run resumed from the checkpoint of iteration `i` plays iteration `i + 1` on
+//! the same tasks with the same sampling seeds from the same state as an uninterrupted run.
+//! (The CPU backend's reductions are not bit-reproducible from run to run, so losses agree to
+//! float noise, ~1e-9, rather than bit for bit.)
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::Optimizer;
+use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::AutodiffBackend;
+use sandgym_env_api::{BoxEnv, ResetOptions, SplitMix64};
+use sandgym_policy::{ActionLimits, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::batch::{Sample, assign_advantages, usable};
+use crate::config::{Algo, TrainConfig};
+use crate::error::io;
+use crate::learner::{Learner, StepStats};
+use crate::metrics::{IterMetrics, MetricsLog, episode_figures, read_metrics};
+use crate::plot::{Series, line_chart};
+use crate::rollout::{Episode, RolloutEngine, RolloutSettings};
+use crate::{Result, TrainError};
+
+const CONFIG: &str = "config.json";
+const METRICS: &str = "metrics.jsonl";
+const CHECKPOINT: &str = "checkpoint";
+const REFERENCE: &str = "reference";
+
+/// `config.json` of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Free-form description from the caller (env id, env config, backend …).
+    pub run: Value,
+    /// The training settings.
+    pub train: TrainConfig,
+}
+
+/// `checkpoint/state.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+struct RunState {
+    iter: u32,
+    elapsed_s: f64,
+}
+
+/// The rollout shape a config implies.
+pub fn rollout_settings(config: &TrainConfig) -> RolloutSettings {
+    RolloutSettings {
+        max_turns: config.max_turns,
+        max_new_tokens: config.max_new_tokens,
+        max_context: config.max_context,
+        max_observation_chars: config.max_observation_chars,
+        limits: ActionLimits {
+            thought_chars: config.thought_chars,
+            response_chars: config.response_chars,
+        },
+    }
+}
+
+fn run_error(path: &Path, reason: impl std::fmt::Display) -> TrainError {
+    TrainError::Run {
+        path: path.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn mix(parts: &[u64]) -> u64 {
+    parts.iter().fold(0x5EED_u64, |acc, &p| {
+        SplitMix64::new(acc ^ p.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64()
+    })
+}
+
+/// A training run in progress.
+pub struct Trainer<B: AutodiffBackend> {
+    config: TrainConfig,
+    policy_config: PolicyConfig,
+    tokenizer: Tokenizer,
+    learner: Learner<B>,
+    reference: Option<PolicyModel<B::InnerBackend>>,
+    engine: RolloutEngine,
+    options: ResetOptions,
+    out: PathBuf,
+    log: MetricsLog,
+    iter: u32,
+    elapsed_before: f64,
+    started: Instant,
+}
+
+impl<B: AutodiffBackend> std::fmt::Debug for Trainer<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("out", &self.out)
+            .field("iter", &self.iter)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// Starts a new run in `out` from `model`. `envs` must hold at least
+    /// [`TrainConfig::episodes_per_iter`] envs; `options` are the reset options of training
+    /// episodes (e.g. the train split). Refuses a directory that already holds a checkpoint.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        out: &Path,
+        run: Value,
+        config: TrainConfig,
+        policy_config: PolicyConfig,
+        model: PolicyModel<B>,
+        tokenizer: Tokenizer,
+        envs: Vec<BoxEnv>,
+        options: ResetOptions,
+        device: B::Device,
+    ) -> Result<Self> {
+        config.validate()?;
+        if out.join(CHECKPOINT).exists() {
+            return Err(run_error(
+                out,
+                "it already holds a run; resume it or choose another --out",
+            ));
+        }
+        std::fs::create_dir_all(out).map_err(io(out))?;
+        let run_config = RunConfig {
+            run,
+            train: config.clone(),
+        };
+        let path = out.join(CONFIG);
+        let text = serde_json::to_string_pretty(&run_config).expect("config serialises");
+        std::fs::write(&path, text).map_err(io(&path))?;
+        let _ = std::fs::remove_file(out.join(METRICS));
+        let reference = if config.kl.coef > 0.0 {
+            checkpoint::save(&out.join(REFERENCE), &policy_config, &model, &tokenizer)?;
+            Some(model.valid())
+        } else {
+            None
+        };
+        let engine = Self::engine(&config, envs, &tokenizer)?;
+        let learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+        Ok(Self {
+            log: MetricsLog::new(out.join(METRICS)),
+            config,
+            policy_config,
+            tokenizer,
+            learner,
+            reference,
+            engine,
+            options,
+            out: out.to_owned(),
+            iter: 0,
+            elapsed_before: 0.0,
+            started: Instant::now(),
+        })
+    }
+
+    /// Resumes the run in `out` from its last checkpoint; iterations logged after that
+    /// checkpoint are dropped and will be played again.
+    pub fn resume(
+        out: &Path,
+        envs: Vec<BoxEnv>,
+        options: ResetOptions,
+        device: B::Device,
+    ) -> Result<Self> {
+        let run = read_run_config(out)?;
+        let config = run.train;
+        let ckpt = out.join(CHECKPOINT);
+        let state_path = ckpt.join("state.json");
+        let state: RunState =
+            serde_json::from_str(&std::fs::read_to_string(&state_path).map_err(io(&state_path))?)
+                .map_err(|e| run_error(&state_path, e))?;
+        let (policy_config, model, tokenizer) =
+            checkpoint::load::<B>(&ckpt.join("policy"), &device)?;
+        let reference = if config.kl.coef > 0.0 {
+            let (_, r, _) = checkpoint::load::<B::InnerBackend>(&out.join(REFERENCE), &device)?;
+            Some(r)
+        } else {
+            None
+        };
+        let engine = Self::engine(&config, envs, &tokenizer)?;
+        let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+        let opt_path = ckpt.join("optimizer");
+        let record = BinFileRecorder::<FullPrecisionSettings>::new()
+            .load(opt_path.clone(), &learner.device)
+            .map_err(|e| run_error(&opt_path, e))?;
+        learner.optim = learner.optim.clone().load_record(record);
+        let log = MetricsLog::new(out.join(METRICS));
+        log.truncate_after(state.iter)?;
+        Ok(Self {
+            log,
+            config,
+            policy_config,
+            tokenizer,
+            learner,
+            reference,
+            engine,
+            options,
+            out: out.to_owned(),
+            iter: state.iter,
+            elapsed_before: state.elapsed_s,
+            started: Instant::now(),
+        })
+    }
+
+    fn engine(config: &TrainConfig, envs: Vec<BoxEnv>, tok: &Tokenizer) -> Result<RolloutEngine> {
+        if envs.len() < config.episodes_per_iter() {
+            return Err(TrainError::Config(format!(
+                "{} envs for {} episodes per iteration",
+                envs.len(),
+                config.episodes_per_iter()
+            )));
+        }
+        RolloutEngine::new(
+            envs,
+            config.env_threads,
+            tok.clone(),
+            rollout_settings(config),
+        )
+    }
+
+    /// The settings of the run.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Iterations completed.
+    pub fn iteration(&self) -> u32 {
+        self.iter
+    }
+
+    /// The policy being trained.
+    pub fn model(&self) -> &PolicyModel<B> {
+        &self.learner.model
+    }
+
+    /// The run directory.
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
+    /// Whether every configured iteration has run.
+    pub fn finished(&self) -> bool {
+        self.iter >= self.config.iters
+    }
+
+    /// Plays and learns from one iteration; appends its metrics and checkpoints on schedule.
+    pub fn step(&mut self) -> Result<IterMetrics> {
+        let iter = self.iter + 1;
+        let c = self.config.clone();
+        let rollout_clock = Instant::now();
+        let model = self.learner.inference_model();
+        let device = self.learner.device.clone();
+        let batches = if c.algo == Algo::Dapo {
+            c.max_gen_batches.max(1)
+        } else {
+            1
+        };
+        let mut played: Vec<Episode> = Vec::new();
+        let mut kept: Vec<Episode> = Vec::new();
+        let mut filtered = 0;
+        let mut stats = crate::rollout::RolloutStats::default();
+        for batch in 0..batches {
+            let jobs: Vec<(usize, u64)> = (0..c.tasks_per_iter)
+                .flat_map(|g| {
+                    let group = batch as usize * c.tasks_per_iter + g;
+                    let seed = mix(&[c.seed, u64::from(iter), u64::from(batch), g as u64]);
+                    std::iter::repeat_n((group, seed), c.group_size)
+                })
+                .collect();
+            let sample_seed = mix(&[c.seed, u64::from(iter), u64::from(batch), u64::MAX]);
+            let (eps, s) = self.engine.run(
+                &model,
+                &device,
+                &jobs,
+                &self.options,
+                c.temperature,
+                sample_seed,
+            )?;
+            stats.generated_tokens += s.generated_tokens;
+            stats.generate_time += s.generate_time;
+            stats.env_steps += s.env_steps;
+            stats.env_time += s.env_time;
+            played.extend(eps.iter().cloned());
+            let (good, _) = usable(eps, c.on_env_error);
+            if c.algo == Algo::Dapo {
+                let (varied, dropped) = varied_groups(good);
+                filtered += dropped;
+                kept.extend(varied);
+                let groups: std::collections::BTreeSet<usize> =
+                    kept.iter().map(|e| e.group).collect();
+                if groups.len() >= c.tasks_per_iter {
+                    break;
+                }
+            } else {
+                kept = good;
+            }
+        }
+        if c.algo == Algo::Dapo {
+            let groups: Vec<usize> = {
+                let set: std::collections::BTreeSet<usize> = kept.iter().map(|e| e.group).collect();
+                set.into_iter().take(c.tasks_per_iter).collect()
+            };
+            kept.retain(|e| groups.contains(&e.group));
+        }
+        let rollout_s = rollout_clock.elapsed().as_secs_f64();
+        let update_clock = Instant::now();
+        let mut samples: Vec<Sample> = kept.iter().map(Sample::from_episode).collect();
+        self.learner.score(
+            &mut samples,
+            c.algo == Algo::Ppo,
+            self.reference.as_ref(),
+            c.temperature,
+            c.minibatch,
+        );
+        assign_advantages(&kept, &mut samples, &c);
+        let mut totals = StepStats::default();
+        let mut steps = 0;
+        let mut rng = SplitMix64::new(mix(&[c.seed, u64::from(iter), 0x0DE7]));
+        for _ in 0..c.epochs {
+            let mut order: Vec<usize> = (0..samples.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            for chunk in order.chunks(c.minibatch) {
+                let batch: Vec<&Sample> = chunk.iter().map(|&i| &samples[i]).collect();
+                let s = self.learner.rl_step(&batch, &c);
+                let w = s.tokens as f64;
+                totals.loss += s.loss * w;
+                totals.pg_loss += s.pg_loss * w;
+                totals.vf_loss += s.vf_loss * w;
+                totals.kl_ref += s.kl_ref * w;
+                totals.entropy += s.entropy * w;
+                totals.clip_frac += s.clip_frac * w;
+                totals.ppo_kl += s.ppo_kl * w;
+                totals.tokens += s.tokens;
+                steps += 1;
+            }
+        }
+        let w = (totals.tokens as f64).max(1.0);
+        let mut m = IterMetrics {
+            iter,
+            trained_episodes: kept.len(),
+            filtered_groups: filtered,
+            entropy: totals.entropy / w,
+            kl_ref: totals.kl_ref / w,
+            ppo_kl: totals.ppo_kl / w,
+            clip_frac: totals.clip_frac / w,
+            loss: totals.loss / w,
+            pg_loss: totals.pg_loss / w,
+            vf_loss: totals.vf_loss / w,
+            grad_steps: steps,
+            tokens_per_s: stats.generated_tokens as f64
+                / stats.generate_time.as_secs_f64().max(1e-9),
+            env_steps_per_s: stats.env_steps as f64 / stats.env_time.as_secs_f64().max(1e-9),
+            rollout_s,
+            update_s: update_clock.elapsed().as_secs_f64(),
+            ..IterMetrics::default()
+        };
+        episode_figures(&mut m, &played);
+        m.elapsed_s = self.elapsed_before + self.started.elapsed().as_secs_f64();
+        self.iter = iter;
+        self.log.append(&m)?;
+        if iter.is_multiple_of(c.save_every.max(1)) || iter >= c.iters {
+            self.save()?;
+        }
+        Ok(m)
+    }
+
+    /// Writes the checkpoint of the current iteration (atomically) and refreshes the plots.
+    pub fn save(&self) -> Result<()> {
+        let ckpt = self.out.join(CHECKPOINT);
+        let tmp = self.out.join(format!(".{CHECKPOINT}.tmp"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        checkpoint::save(
+            &tmp.join("policy"),
+            &self.policy_config,
+            &self.learner.model,
+            &self.tokenizer,
+        )?;
+        let opt = tmp.join("optimizer");
+        BinFileRecorder::<FullPrecisionSettings>::new()
+            .record(self.learner.optim.to_record(), opt.clone())
+            .map_err(|e| run_error(&opt, e))?;
+        let state = RunState {
+            iter: self.iter,
+            elapsed_s: self.elapsed_before + self.started.elapsed().as_secs_f64(),
+        };
+        let state_path = tmp.join("state.json");
+        std::fs::write(
+            &state_path,
+            serde_json::to_string(&state).expect("state serialises"),
+        )
+        .map_err(io(&state_path))?;
+        let old = self.out.join(format!(".{CHECKPOINT}.old"));
+        let _ = std::fs::remove_dir_all(&old);
+        if ckpt.exists() {
+            std::fs::rename(&ckpt, &old).map_err(io(&ckpt))?;
+        }
+        std::fs::rename(&tmp, &ckpt).map_err(io(&ckpt))?;
+        let _ = std::fs::remove_dir_all(&old);
+        write_plots(&self.out)
+    }
+
+    /// Runs the remaining iterations, calling `progress` after each.
+    pub fn run(&mut self, mut progress: impl FnMut(&IterMetrics)) -> Result<()> {
+        while !self.finished() {
+            let m = self.step()?;
+            progress(&m);
+        }
+        Ok(())
+    }
+}
+
+/// Keeps the groups whose total rewards are not all equal (DAPO's dynamic sampling); returns
+/// them and the number of groups dropped.
+fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
+    let mut by: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
+    for e in &episodes {
+        by.entry(e.group).or_default().push(e.total_reward());
+    }
+    let keep: std::collections::BTreeSet<usize> = by
+        .iter()
+        .filter(|(_, r)| r.iter().any(|x| (x - r[0]).abs() > 1e-12))
+        .map(|(g, _)| *g)
+        .collect();
+    let dropped = by.len() - keep.len();
+    (
+        episodes
+            .into_iter()
+            .filter(|e| keep.contains(&e.group))
+            .collect(),
+        dropped,
+    )
+}
+
+/// Reads a run directory's `config.json`.
+pub fn read_run_config(out: &Path) -> Result<RunConfig> {
+    let path = out.join(CONFIG);
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let run: RunConfig = serde_json::from_str(&text).map_err(|e| run_error(&path, e))?;
+    run.train.validate()?;
+    Ok(run)
+}
+
+/// The policy checkpoint directory inside a run directory (or `dir` itself when it already is
+/// a policy checkpoint).
+pub fn policy_dir(dir: &Path) -> PathBuf {
+    let inner = dir.join(CHECKPOINT).join("policy");
+    if inner.exists() {
+        inner
+    } else {
+        dir.to_owned()
+    }
+}
+
+/// Redraws `plots/*.png` of a run from its `metrics.jsonl`.
+pub fn write_plots(out: &Path) -> Result<()> {
+    let metrics = read_metrics(&out.join(METRICS))?;
+    let dir = out.join("plots");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let curve = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
+        Series::new(
+            name,
+            metrics.iter().map(|m| (f64::from(m.iter), f(m))).collect(),
+        )
+    };
+    let charts: [(&str, &str, Vec<Series>); 6] = [
+        (
+            "reward",
+            "mean reward",
+            vec![curve("reward", &|m| m.reward_mean)],
+        ),
+        (
+            "success",
+            "success rate",
+            vec![curve("success", &|m| m.success_rate)],
+        ),
+        ("entropy", "entropy", vec![curve("entropy", &|m| m.entropy)]),
+        (
+            "kl",
+            "kl",
+            vec![
+                curve("kl to reference", &|m| m.kl_ref),
+                curve("kl old-new", &|m| m.ppo_kl),
+            ],
+        ),
+        (
+            "diversity",
+            "trajectory diversity",
+            vec![curve("diversity", &|m| m.diversity)],
+        ),
+        (
+            "loss",
+            "loss",
+            vec![
+                curve("loss", &|m| m.loss),
+                curve("clip fraction", &|m| m.clip_frac),
+            ],
+        ),
+    ];
+    for (file, title, series) in charts {
+        line_chart(
+            &dir.join(format!("{file}.png")),
+            title,
+            "iteration",
+            &series,
+        )?;
+    }
+    Ok(())
+}

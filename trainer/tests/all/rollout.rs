@@ -1,0 +1,152 @@
+//! The rollout engine: token-in/token-out episodes, valid actions, isolated env failures.
+
+use sandgym_env_api::toy::GuessNumber;
+use sandgym_env_api::{
+    Action, BoxEnv, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result,
+};
+use sandgym_policy::{ActionLimits, Cpu, sequence_logprobs};
+use sandgym_trainer::{RolloutEngine, RolloutSettings};
+
+fn settings() -> RolloutSettings {
+    RolloutSettings {
+        max_turns: 3,
+        max_new_tokens: 100,
+        max_context: 400,
+        max_observation_chars: 100,
+        limits: ActionLimits {
+            thought_chars: 0,
+            response_chars: 8,
+        },
+    }
+}
+
+#[test]
+fn episodes_hold_exactly_what_the_policy_saw_and_sampled() {
+    let tok = crate::guess_tokenizer(8);
+    let device = sandgym_policy::select_device();
+    let model = crate::tiny(tok.vocab_size()).init::<Cpu>(&device);
+    let mut engine =
+        RolloutEngine::new(crate::guess_envs(6, 8), 2, tok.clone(), settings()).unwrap();
+    let jobs: Vec<(usize, u64)> = (0..6).map(|i| (i / 2, 100 + i as u64 / 2)).collect();
+    let (episodes, stats) = engine
+        .run(&model, &device, &jobs, &ResetOptions::default(), 1.0, 9)
+        .unwrap();
+    assert_eq!(episodes.len(), 6);
+    assert!(stats.generated_tokens > 0 && stats.env_steps >= 6);
+    for e in &episodes {
+        assert_eq!(e.tokens.len(), e.loss_mask.len());
+        assert_eq!(e.tokens.len(), e.logprobs.len());
+        assert_eq!(e.tokens.len(), e.allowed.len());
+        assert!(e.done.is_done(), "every episode ends");
+        assert!(e.error.is_none(), "{:?}", e.error);
+        // Every completed turn decodes to a valid action that the env accepted and recorded.
+        for (turn, record) in e.turns.iter().zip(&e.trajectory.records) {
+            let text = tok.decode(&e.tokens[turn.start..turn.end - 1]).unwrap();
+            let action = Action::from_json(&text).unwrap();
+            assert_eq!(Some(action), record.to_action());
+            assert!(e.loss_mask[turn.start..turn.end].iter().all(|&m| m));
+            assert!(
+                !e.loss_mask[turn.start - 1],
+                "the role token is not trainable"
+            );
+        }
+        assert_eq!(
+            e.loss_mask.iter().filter(|&&m| m).count(),
+            e.turns.iter().map(|t| t.end - t.start).sum::<usize>()
+        );
+        // Token-in/token-out: the recorded log-probs are those of one full forward pass over
+        // the same tokens under the same masks.
+        let first = e.turns[0].start;
+        let last = e.turns.last().unwrap().end;
+        let masks: Vec<Option<Vec<bool>>> = e.allowed[first..last].to_vec();
+        let full = sequence_logprobs(
+            &model,
+            &e.tokens[..first],
+            &e.tokens[first..last],
+            &masks,
+            1.0,
+            &device,
+        );
+        for (j, lp) in full.iter().enumerate() {
+            if e.loss_mask[first + j] {
+                let got = e.logprobs[first + j];
+                assert!(
+                    (got - lp).abs() < 1e-3,
+                    "token {j}: sampled {got} vs full {lp}"
+                );
+            }
+        }
+        // The reward in the record equals the turn's.
+        let total: f64 = e.trajectory.records.iter().map(|r| r.reward).sum();
+        assert_eq!(total, e.total_reward());
+    }
+    // Rollouts of one group share the task (seed) but sample independently.
+    assert_eq!(episodes[0].seed, episodes[1].seed);
+}
+
+/// Guess-number whose `step` fails on every env whose seed is odd.
+struct Flaky {
+    inner: GuessNumber,
+    fail: bool,
+}
+
+impl Env for Flaky {
+    fn spec(&self) -> &EnvSpec {
+        self.inner.spec()
+    }
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
+        self.fail = seed % 2 == 1;
+        self.inner.reset(seed, options)
+    }
+    fn observe(&self) -> Observation {
+        self.inner.observe()
+    }
+    fn step(&mut self, action: &Action) -> Result<Observation> {
+        if self.fail {
+            return Err(EnvError::Remote {
+                kind: sandgym_env_api::ErrorKind::Other,
+                message: "tool backend crashed".into(),
+            });
+        }
+        self.inner.step(action)
+    }
+    fn reward(&self) -> f64 {
+        self.inner.reward()
+    }
+    fn done(&self) -> Done {
+        self.inner.done()
+    }
+}
+
+#[test]
+fn a_failing_env_ends_only_its_own_episode() {
+    let tok = crate::guess_tokenizer(8);
+    let device = sandgym_policy::select_device();
+    let model = crate::tiny(tok.vocab_size()).init::<Cpu>(&device);
+    let envs: Vec<BoxEnv> = (0..4)
+        .map(|_| {
+            Box::new(Flaky {
+                inner: GuessNumber::with_max(8),
+                fail: false,
+            }) as BoxEnv
+        })
+        .collect();
+    let mut engine = RolloutEngine::new(envs, 2, tok, settings()).unwrap();
+    let jobs = [(0, 10), (1, 11), (2, 12), (3, 13)];
+    let (episodes, _) = engine
+        .run(&model, &device, &jobs, &ResetOptions::default(), 1.0, 1)
+        .unwrap();
+    for e in &episodes {
+        if e.seed % 2 == 1 {
+            let err = e
+                .error
+                .as_deref()
+                .unwrap_or_else(|| panic!("no error recorded: {:?} {:?}", e.turns, e.done));
+            assert!(err.contains("tool backend crashed"), "{err}");
+            assert_eq!(e.done, Done::Truncated);
+            assert_eq!(e.turns.len(), 1);
+        } else {
+            assert!(e.error.is_none());
+        }
+    }
+}
