@@ -17,10 +17,12 @@
 use serde_json::{Map, Value};
 
 pub mod agents;
+pub mod training;
 
 pub use sandgym_env_api as env_api;
 pub use sandgym_policy as policy;
 pub use sandgym_sandbox as sandbox;
+pub use sandgym_trainer as trainer;
 
 use env_api::{BoxEnv, EnvError, EnvId};
 use sandgym_guest_artifacts::Guest;

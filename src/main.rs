@@ -22,6 +22,13 @@ enum Command {
     Run(cli::run::Args),
     /// Check that an env keeps the Env contract (determinism, invalid actions, termination, …).
     Check(cli::check::Args),
+    /// Train a policy on an env: SFT warm-start on the scripted baseline, then RL
+    /// (GRPO, PPO, RLOO, DAPO or REINFORCE++).
+    Train(cli::train::Args),
+    /// Supervised fine-tuning on the scripted baseline's episodes or an Agent Template JSONL.
+    Sft(cli::sft::Args),
+    /// A policy's success rate and mean reward next to the scripted baseline's.
+    Eval(cli::eval::Args),
     /// Measure performance figures (`sandgym bench sandbox`).
     Bench(cli::bench::Args),
 }
@@ -33,6 +40,9 @@ fn main() -> ExitCode {
         Command::Envs(args) => cli::envs::run(&args),
         Command::Run(args) => cli::run::run(&args),
         Command::Check(args) => cli::check::run(&args),
+        Command::Train(args) => cli::train::run(&args),
+        Command::Sft(args) => cli::sft::run(&args),
+        Command::Eval(args) => cli::eval::run(&args),
         Command::Bench(args) => cli::bench::run(&args),
     };
     match result {

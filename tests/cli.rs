@@ -223,3 +223,148 @@ fn bench_policy_reports_throughput() {
     }
     assert_eq!(figures["batch"], 64);
 }
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sandgym-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn train_then_eval_then_resume_from_the_command_line() {
+    // A small run on guess-number in the sandbox: two iterations of 4 x 2 rollouts.
+    let out = tmp("train");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 3, "save_every": 1}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--algo",
+        "grpo",
+        "--iters",
+        "2",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "4",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("reward"), "{stderr}");
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 2);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved["train"]["tasks_per_iter"], 4);
+    assert_eq!(saved["run"]["env"], "guess-number-v0");
+    assert!(out.join("plots/reward.png").exists());
+
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--env",
+        "guess-number-v0",
+        "--episodes",
+        "6",
+        "--json",
+    ]);
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    for who in ["policy", "baseline"] {
+        assert_eq!(report[who]["episodes"], 6, "{report}");
+        let rate = report[who]["success_rate"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&rate));
+        assert!(report[who]["mean_reward"].is_number());
+    }
+
+    // A finished run resumes to nothing more; a fresh run into its directory is refused.
+    let resume = sandgym(&[
+        "train",
+        "--resume",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    assert!(
+        resume.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    let again = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a run"));
+    // Bad input: an unknown algorithm and a config key that does not exist.
+    let bad = sandgym(&["train", "--env", "guess-number-v0", "--algo", "a2c"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown algorithm"));
+    std::fs::write(&config, r#"{"learning_rate": 1}"#).unwrap();
+    let bad = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("learning_rate"));
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
+#[test]
+fn sft_writes_a_policy_that_eval_loads() {
+    let out = tmp("sft");
+    let run = sandgym(&[
+        "sft",
+        "--env",
+        "guess-number-v0",
+        "--out",
+        out.to_str().unwrap(),
+        "--episodes",
+        "8",
+        "--epochs",
+        "1",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for f in ["config.json", "tokenizer.json", "model.mpk"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    // A corrupted checkpoint is a clear error, not a panic.
+    std::fs::write(out.join("model.mpk"), b"not a model").unwrap();
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--env",
+        "guess-number-v0",
+        "--episodes",
+        "2",
+    ]);
+    assert!(!eval.status.success());
+    let err = String::from_utf8_lossy(&eval.stderr);
+    assert!(
+        err.contains("bad checkpoint") && !err.contains("panicked"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}

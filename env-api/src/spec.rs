@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EnvError, Result, ToolSpec};
+use crate::{EnvError, Result, Schema, ToolSpec};
 
 /// A versioned env id such as `sql-agent-v0`: a name of lowercase ASCII letters, digits and
 /// `-`/`_`, then `-v` and a version number. Bump the version whenever a change could alter
@@ -109,6 +109,12 @@ pub struct EnvSpec {
     /// The step budget after which wrappers such as `TimeLimit` truncate, if the env has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_episode_steps: Option<u32>,
+    /// The shape of a final response, when the env expects a particular one (a string schema,
+    /// typically with a `pattern`, e.g. "one SQL query over these tables"). Like a parameter
+    /// pattern it is carried to constrained decoders, which enforce it while sampling; the env
+    /// still checks the response itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Schema>,
 }
 
 impl EnvSpec {
@@ -120,6 +126,7 @@ impl EnvSpec {
             tools: Vec::new(),
             reward_range: (0.0, 1.0),
             max_episode_steps: None,
+            response: None,
         }
     }
 
@@ -144,6 +151,12 @@ impl EnvSpec {
     /// Sets the step budget.
     pub fn with_max_episode_steps(mut self, steps: u32) -> Self {
         self.max_episode_steps = Some(steps);
+        self
+    }
+
+    /// Declares the schema of a final response (see [`EnvSpec::response`]).
+    pub fn with_response(mut self, schema: Schema) -> Self {
+        self.response = Some(schema);
         self
     }
 

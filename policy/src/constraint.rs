@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
-use sandgym_env_api::ToolSpec;
+use sandgym_env_api::{EnvSpec, Schema, ToolSpec};
 use serde_json::{Value, json};
 use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
 
@@ -105,9 +105,33 @@ fn json_rule(schema: &Value) -> String {
     format!("%json {schema}")
 }
 
-/// The Lark grammar of an env's actions.
+/// The Lark grammar of an env's actions (free-text responses).
 pub fn lark_grammar(tools: &[ToolSpec], limits: ActionLimits) -> String {
+    grammar(tools, None, limits)
+}
+
+/// The Lark grammar of `spec`'s actions: its tools, and its response schema when it declares
+/// one (its `maxLength` capped by `limits.response_chars`).
+pub fn lark_grammar_for(spec: &EnvSpec, limits: ActionLimits) -> String {
+    grammar(&spec.tools, spec.response.as_ref(), limits)
+}
+
+fn grammar(tools: &[ToolSpec], response: Option<&Schema>, limits: ActionLimits) -> String {
     let string = |max: u32| json!({"type": "string", "maxLength": max});
+    let response = match response {
+        Some(schema) => {
+            let mut v = schema.to_value();
+            let cap = u64::from(limits.response_chars);
+            let max = v
+                .get("maxLength")
+                .and_then(Value::as_u64)
+                .unwrap_or(cap)
+                .min(cap);
+            v["maxLength"] = json!(max);
+            v
+        }
+        None => string(limits.response_chars),
+    };
     let mut g = String::new();
     g.push_str("start: \"{\\\"thought\\\":\" thought \",\" body \"}\"\n");
     g.push_str(&format!(
@@ -115,10 +139,7 @@ pub fn lark_grammar(tools: &[ToolSpec], limits: ActionLimits) -> String {
         json_rule(&string(limits.thought_chars))
     ));
     let mut bodies = vec![format!("{} response", lit("\"response\":"))];
-    g.push_str(&format!(
-        "response: {}\n",
-        json_rule(&string(limits.response_chars))
-    ));
+    g.push_str(&format!("response: {}\n", json_rule(&response)));
     for (i, tool) in tools.iter().enumerate() {
         let head = format!(
             "\"action\":{{\"tool_name\":{},\"parameters\":",
@@ -135,8 +156,18 @@ pub fn lark_grammar(tools: &[ToolSpec], limits: ActionLimits) -> String {
 }
 
 impl ToolCallGrammar {
-    /// Compiles the grammar of `tools` for `tokenizer`.
+    /// Compiles the grammar of `tools` for `tokenizer` (responses are free text).
     pub fn new(tokenizer: &Tokenizer, tools: &[ToolSpec], limits: ActionLimits) -> Result<Self> {
+        Self::compile(tokenizer, lark_grammar(tools, limits))
+    }
+
+    /// Compiles the grammar of an env's actions: its tools and, when it declares one, the
+    /// schema of its final response.
+    pub fn for_spec(tokenizer: &Tokenizer, spec: &EnvSpec, limits: ActionLimits) -> Result<Self> {
+        Self::compile(tokenizer, lark_grammar_for(spec, limits))
+    }
+
+    fn compile(tokenizer: &Tokenizer, lark: String) -> Result<Self> {
         let json: Value = serde_json::from_str(tokenizer.to_json()).map_err(constraint)?;
         let words = llguidance::token_bytes_from_tokenizer_json(&json).map_err(constraint)?;
         let vocab = words.len();
@@ -146,7 +177,7 @@ impl ToolCallGrammar {
             tokenizer: tokenizer.clone(),
         });
         let factory = ParserFactory::new_simple(&env).map_err(constraint)?;
-        let grammar = TopLevelGrammar::from_lark(lark_grammar(tools, limits));
+        let grammar = TopLevelGrammar::from_lark(lark);
         let me = Self {
             factory: Arc::new(factory),
             grammar,

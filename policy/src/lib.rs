@@ -28,7 +28,9 @@ mod template;
 mod tokenizer;
 
 pub use cache::{KvCache, LayerCache};
-pub use constraint::{ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar};
+pub use constraint::{
+    ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_for,
+};
 pub use device::{Cpu, CpuTrain, DeviceKind, select_device};
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, GpuTrain};

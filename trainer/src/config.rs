@@ -219,6 +219,8 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Save a checkpoint every this many iterations (and at the end).
     pub save_every: u32,
+    /// Supervised warm-start before RL (run by the command line when no `--init` is given).
+    pub sft: crate::SftConfig,
 }
 
 impl Default for TrainConfig {
@@ -263,6 +265,7 @@ impl TrainConfig {
             max_gen_batches: 3,
             seed: 0,
             save_every: 5,
+            sft: crate::SftConfig::default(),
         };
         match algo {
             Algo::Ppo => {

@@ -112,6 +112,8 @@ fn label(v: f64) -> String {
         format!("{v:.1e}")
     } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
     } else {
         format!("{v:.3}")
     }

@@ -149,13 +149,13 @@ impl RolloutEngine {
         tokenizer: Tokenizer,
         settings: RolloutSettings,
     ) -> Result<Self> {
-        let tools = envs
+        let spec = envs
             .first()
             .ok_or_else(|| crate::TrainError::Config("no envs to roll out on".into()))?
             .spec()
-            .tools
             .clone();
-        let grammar = ToolCallGrammar::new(&tokenizer, &tools, settings.limits)?;
+        let tools = spec.tools.clone();
+        let grammar = ToolCallGrammar::for_spec(&tokenizer, &spec, settings.limits)?;
         Ok(Self {
             envs: VecEnv::new(envs, threads, AutoReset::Disabled),
             tools,

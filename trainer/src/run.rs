@@ -477,16 +477,36 @@ pub fn write_plots(out: &Path) -> Result<()> {
             metrics.iter().map(|m| (f64::from(m.iter), f(m))).collect(),
         )
     };
+    // Per-iteration figures are noisy (each iteration draws its own tasks): the main curves
+    // come with their trailing mean over five iterations.
+    let smooth = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
+        let points = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let window = &metrics[i.saturating_sub(4)..=i];
+                let mean = window.iter().map(f).sum::<f64>() / window.len() as f64;
+                (f64::from(m.iter), mean)
+            })
+            .collect();
+        Series::new(name, points)
+    };
     let charts: [(&str, &str, Vec<Series>); 6] = [
         (
             "reward",
             "mean reward",
-            vec![curve("reward", &|m| m.reward_mean)],
+            vec![
+                curve("reward", &|m| m.reward_mean),
+                smooth("mean of 5", &|m| m.reward_mean),
+            ],
         ),
         (
             "success",
             "success rate",
-            vec![curve("success", &|m| m.success_rate)],
+            vec![
+                curve("success", &|m| m.success_rate),
+                smooth("mean of 5", &|m| m.success_rate),
+            ],
         ),
         ("entropy", "entropy", vec![curve("entropy", &|m| m.entropy)]),
         (

@@ -23,6 +23,10 @@ pub struct SftConfig {
     pub minibatch: usize,
     /// Adam learning rate.
     pub lr: f64,
+    /// Keep only each episode's final turn (its answer) after the instruction: the data for a
+    /// policy that answers in one turn (`max_turns: 1`), when the recorded agent first checked
+    /// its answer with a tool.
+    pub final_turn_only: bool,
 }
 
 impl Default for SftConfig {
@@ -32,6 +36,7 @@ impl Default for SftConfig {
             epochs: 4,
             minibatch: 16,
             lr: 2e-3,
+            final_turn_only: false,
         }
     }
 }
@@ -43,11 +48,16 @@ pub fn samples(
     tools: &[ToolSpec],
     trajectories: &[Trajectory],
     settings: &RolloutSettings,
+    config: &SftConfig,
 ) -> Result<(Vec<Sample>, usize)> {
     let mut out = Vec::new();
     let mut skipped = 0;
     for t in trajectories {
-        let r = render_trajectory(tokenizer, tools, t, settings)?;
+        let mut t = t.clone();
+        if config.final_turn_only && t.records.len() > 1 {
+            t.records.drain(..t.records.len() - 1);
+        }
+        let r = render_trajectory(tokenizer, tools, &t, settings)?;
         if r.ids.len() > settings.max_context || !r.loss_mask.iter().any(|&m| m) {
             skipped += 1;
             continue;

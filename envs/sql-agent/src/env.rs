@@ -152,7 +152,15 @@ impl SqlAgentEnv {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let spec = spec(&tables, &config.reward);
+        let columns: Vec<String> = images
+            .values()
+            .flat_map(|db| db.items.values())
+            .flat_map(|item| item.schema.column_defs.iter().flatten())
+            .map(|c| c.name.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let spec = spec(&tables, &columns, &config.reward);
         Ok(Self {
             spec,
             shared: Arc::new(Shared {
@@ -258,7 +266,10 @@ impl SqlAgentEnv {
     }
 }
 
-fn spec(tables: &[String], reward: &RewardConfig) -> EnvSpec {
+fn spec(tables: &[String], columns: &[String], reward: &RewardConfig) -> EnvSpec {
+    let query = Schema::string()
+        .with_length(1, MAX_QUERY_CHARS)
+        .with_pattern(crate::sql_pattern(tables, columns));
     let high = reward.correct.max(0.0) + reward.safe.max(0.0);
     let low = reward.destructive.min(0.0) + reward.sql_error.min(0.0)
         - reward.per_token.abs() * MAX_QUERY_CHARS as f64;
@@ -278,12 +289,9 @@ fn spec(tables: &[String], reward: &RewardConfig) -> EnvSpec {
         )
         .with_tool(
             ToolSpec::new("run_sql", "Run one SQL query on the database and see the rows or the error.")
-                .with_parameters(Schema::object().property(
-                    "query",
-                    Schema::string().with_length(1, MAX_QUERY_CHARS),
-                    true,
-                )),
+                .with_parameters(Schema::object().property("query", query.clone(), true)),
         )
+        .with_response(query)
         .with_reward_range(low, high)
         .with_max_episode_steps(8)
 }

@@ -30,8 +30,10 @@ mod baseline;
 mod data;
 mod engine;
 mod env;
+mod pattern;
 mod tasks;
 
 pub use baseline::SqlBaseline;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
+pub use pattern::sql_pattern;
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

@@ -219,3 +219,58 @@ fn the_baselines_actions_are_in_the_constrained_language() {
         }
     }
 }
+
+#[test]
+fn every_gold_and_baseline_query_fits_the_sql_envs_declared_shape() {
+    // The SQL env declares the shape of its queries (run_sql and the final response); the
+    // decoder must still be able to write every gold query and every baseline query.
+    let tok = tokenizer();
+    let template = Template::new(tok);
+    let env = SqlAgentEnv::new().unwrap();
+    let limits = ActionLimits {
+        thought_chars: 0,
+        response_chars: 400,
+    };
+    let grammar = ToolCallGrammar::for_spec(tok, env.spec(), limits).unwrap();
+    let mut queries: Vec<String> = sandgym_env_sql::bundled_tasks()
+        .tasks
+        .iter()
+        .map(|t| t.gold_sql.clone())
+        .collect();
+    for (_, t) in episodes().iter().step_by(2) {
+        queries.extend(t.records.iter().filter_map(|r| r.response.clone()));
+    }
+    let fits = |action: &Action| {
+        let rendered = template.action(action).unwrap();
+        let mut matcher = grammar.matcher().unwrap();
+        for &id in &rendered.ids[1..] {
+            if !matcher.allowed().unwrap()[id as usize] {
+                return false;
+            }
+            matcher.consume(id).unwrap();
+        }
+        matcher.is_finished()
+    };
+    for q in &queries {
+        assert!(
+            fits(&Action::respond(q.clone())),
+            "refused as a response: {q}"
+        );
+        assert!(
+            fits(&Action::tool("run_sql", serde_json::json!({"query": q}))),
+            "refused as run_sql: {q}"
+        );
+    }
+    // Free text is not a query.
+    assert!(!fits(&Action::respond("I think it is 42")));
+    assert!(!fits(&Action::respond("SELECT name FROM nowhere")));
+    // And what the constraint writes is always a query over the env's own tables.
+    let mut rng = SplitMix64::new(5);
+    for _ in 0..50 {
+        let text = random_walk(&grammar, tok, &mut rng);
+        let action = Action::from_json(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        if let Some(answer) = action.response() {
+            assert!(answer.starts_with("SELECT "), "{answer}");
+        }
+    }
+}

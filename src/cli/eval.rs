@@ -1,0 +1,145 @@
+//! `sandgym eval`: a policy's success rate and mean reward next to the scripted baseline's on
+//! the same tasks and seeds.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use burn::tensor::backend::Backend as BurnBackend;
+use sandgym::Backend;
+use sandgym::env_api::{ResetOptions, Split};
+use sandgym::policy::{DeviceKind, checkpoint};
+use sandgym::trainer::{
+    Algo, EvalReport, RolloutEngine, RolloutSettings, evaluate, policy_dir, read_run_config,
+    rollout_settings,
+};
+use sandgym::training::{baseline_episodes, baseline_report, env_batch, preset};
+use serde::Serialize;
+
+/// Options of `sandgym eval`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A run directory (its last checkpoint) or a policy checkpoint directory.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// The env to evaluate on.
+    #[arg(long)]
+    env: String,
+    /// The task split.
+    #[arg(long, default_value = "test")]
+    split: Split,
+    /// Episodes (seeds 0..N).
+    #[arg(long, default_value_t = 200)]
+    episodes: usize,
+    /// Print one JSON object `{"policy": {…}, "baseline": {…}}`.
+    #[arg(long)]
+    json: bool,
+    /// Run the envs natively instead of in the WebAssembly sandbox.
+    #[arg(long)]
+    native: bool,
+    /// cpu, or cuda (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: DeviceKind,
+    /// Write the policy's episodes here as Agent Template JSONL.
+    #[arg(long)]
+    trajectories: Option<PathBuf>,
+}
+
+/// The policy's and the baseline's figures on the same seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// The trained policy (greedy decoding).
+    pub policy: EvalReport,
+    /// The scripted baseline.
+    pub baseline: EvalReport,
+    /// The policy's episodes.
+    #[serde(skip)]
+    pub episodes: Vec<sandgym::env_api::Trajectory>,
+}
+
+/// Runs the subcommand.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let split = args.split;
+    // The rollout shape the policy was trained with, when the checkpoint is a run directory.
+    let settings = match read_run_config(&args.checkpoint) {
+        Ok(run) => rollout_settings(&run.train),
+        Err(_) => rollout_settings(&preset(&args.env, Algo::Grpo)),
+    };
+    let dir = policy_dir(&args.checkpoint);
+    let report = match args.device.check()? {
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => compare::<sandgym::policy::Gpu>(
+            &dir,
+            &args.env,
+            split,
+            args.episodes,
+            &settings,
+            !args.native,
+            &Default::default(),
+        )?,
+        _ => compare::<sandgym::policy::Cpu>(
+            &dir,
+            &args.env,
+            split,
+            args.episodes,
+            &settings,
+            !args.native,
+            &Default::default(),
+        )?,
+    };
+    if let Some(path) = &args.trajectories {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for t in &report.episodes {
+            t.write_jsonl(&mut f)?;
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report, &args.env, split);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Evaluates the policy in `dir` (greedy) and the scripted baseline on seeds `0..episodes`.
+pub fn compare<B: BurnBackend>(
+    dir: &Path,
+    env: &str,
+    split: Split,
+    episodes: usize,
+    settings: &RolloutSettings,
+    wasm: bool,
+    device: &B::Device,
+) -> anyhow::Result<Comparison> {
+    let (_, model, tokenizer) = checkpoint::load::<B>(dir, device)?;
+    let backend = if wasm { Backend::Wasm } else { Backend::Native };
+    let envs = env_batch(env, backend, episodes.clamp(1, 64))?;
+    let mut engine = RolloutEngine::new(envs, 2, tokenizer, *settings)?;
+    let seeds: Vec<u64> = (0..episodes as u64).collect();
+    let options = ResetOptions::split(split);
+    let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
+    let baseline = baseline_report(&baseline_episodes(env, seeds, &options)?);
+    Ok(Comparison {
+        policy,
+        baseline,
+        episodes: played.into_iter().map(|e| e.trajectory).collect(),
+    })
+}
+
+/// Prints a comparison as a small table.
+pub fn print(c: &Comparison, env: &str, split: Split) {
+    println!(
+        "{env}, {split:?} split, {} episodes (same seeds)",
+        c.policy.episodes
+    );
+    println!("            success  mean reward  turns");
+    for (name, r) in [("policy", &c.policy), ("baseline", &c.baseline)] {
+        println!(
+            "{name:<10}  {:>7.3}  {:>11.3}  {:>5.2}",
+            r.success_rate, r.mean_reward, r.mean_turns
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! `sandgym sft`: supervised warm-start of a policy on recorded episodes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use sandgym::env_api::Trajectory;
+use sandgym::policy::{DeviceKind, checkpoint};
+use sandgym::trainer::{Algo, Learner, policy_dir, rollout_settings, sft};
+
+/// Options of `sandgym sft`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The env whose tools and prompts the policy learns.
+    #[arg(long)]
+    env: String,
+    /// Where to write the policy checkpoint.
+    #[arg(long)]
+    out: PathBuf,
+    /// Agent Template JSONL to learn from (default: the scripted baseline's train-split
+    /// episodes).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Baseline episodes to record when no `--data` is given (default: the env's preset).
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Passes over the data (default: the env's preset).
+    #[arg(long)]
+    epochs: Option<u32>,
+    /// Continue from this policy instead of a fresh one.
+    #[arg(long)]
+    init: Option<PathBuf>,
+    /// Seed of the initial weights and the data order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// cpu, or cuda (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: DeviceKind,
+}
+
+/// Runs the subcommand.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match args.device.check()? {
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => sft_on::<sandgym::policy::GpuTrain>(args, Default::default()),
+        _ => sft_on::<sandgym::policy::CpuTrain>(args, Default::default()),
+    }
+}
+
+fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
+    let mut config =
+        crate::cli::train::settings(&args.env, Algo::Grpo, None, None, Some(args.seed))?;
+    if let Some(n) = args.episodes {
+        config.sft.episodes = n;
+    }
+    if let Some(e) = args.epochs {
+        config.sft.epochs = e;
+    }
+    if args.data.is_none() && args.init.is_none() {
+        // A fresh policy warm-started on the baseline: the same path `train` takes.
+        crate::cli::train::fresh_policy::<B>(&args.env, &config, &device, Some(&args.out))?;
+        eprintln!("policy written to {}", args.out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (policy_config, model, tokenizer) = match &args.init {
+        Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
+        None => {
+            let tok = sandgym::training::default_tokenizer()?;
+            let pc = sandgym::policy::PolicyConfig::new(tok.vocab_size());
+            B::seed(&device, args.seed);
+            let m = pc.init::<B>(&device);
+            (pc, m, tok)
+        }
+    };
+    let trajectories = match &args.data {
+        Some(path) => {
+            let f =
+                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            Trajectory::read_jsonl(std::io::BufReader::new(f))?
+        }
+        None => sandgym::training::baseline_episodes(
+            &args.env,
+            0..config.sft.episodes as u64,
+            &sandgym::env_api::ResetOptions::split(sandgym::env_api::Split::Train),
+        )?
+        .into_iter()
+        .map(|e| e.trajectory)
+        .collect(),
+    };
+    let tools = sandgym::make_env(&args.env, sandgym::Backend::Native, &Default::default())?
+        .spec()
+        .tools
+        .clone();
+    let (samples, skipped) = sft::samples(
+        &tokenizer,
+        &tools,
+        &trajectories,
+        &rollout_settings(&config),
+        &config.sft,
+    )?;
+    anyhow::ensure!(
+        !samples.is_empty(),
+        "no usable episodes ({skipped} longer than the context)"
+    );
+    let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+    let means = sft::train(&mut learner, &samples, &config.sft, args.seed, |_, _, _| {});
+    eprintln!(
+        "sft on {} episodes: loss per epoch {means:?}",
+        samples.len()
+    );
+    checkpoint::save(&args.out, &policy_config, &learner.model, &tokenizer)?;
+    eprintln!("policy written to {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}

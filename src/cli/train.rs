@@ -1,0 +1,300 @@
+//! `sandgym train`: SFT warm-start (unless `--init`), then RL with progress, checkpoints and
+//! a closing evaluation on the test split next to the scripted baseline.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use sandgym::Backend;
+use sandgym::env_api::{ResetOptions, Split};
+use sandgym::policy::{DeviceKind, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use sandgym::trainer::{
+    Algo, IterMetrics, Learner, TrainConfig, Trainer, policy_dir, read_run_config,
+    rollout_settings, sft,
+};
+use sandgym::training::{baseline_episodes, default_tokenizer, env_batch, preset};
+use serde_json::json;
+
+/// Options of `sandgym train`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The env to train on (not needed with `--resume`).
+    #[arg(long, required_unless_present = "resume")]
+    env: Option<String>,
+    /// grpo, ppo, rloo, dapo or reinforce_pp.
+    #[arg(long, default_value = "grpo")]
+    algo: String,
+    /// Start from this policy checkpoint (a run directory or a policy directory) instead of a
+    /// fresh model warm-started with SFT.
+    #[arg(long)]
+    init: Option<PathBuf>,
+    /// A JSON file of settings overriding the env's preset (see `TrainConfig`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Training iterations (overrides the preset and `--config`).
+    #[arg(long)]
+    iters: Option<u32>,
+    /// The run directory (default `runs/<env>-<algo>`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the run in this directory from its last checkpoint.
+    #[arg(long, conflicts_with_all = ["env", "init", "config", "out"])]
+    resume: Option<PathBuf>,
+    /// cpu, or cuda (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: DeviceKind,
+    /// Run the envs natively instead of in the WebAssembly sandbox.
+    #[arg(long)]
+    native: bool,
+    /// Seed of tasks, sampling and initial weights (overrides the preset and `--config`).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Test-split episodes of the closing evaluation (0 skips it).
+    #[arg(long, default_value_t = 100)]
+    eval_episodes: usize,
+}
+
+/// Runs the subcommand.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match args.device.check()? {
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => train::<sandgym::policy::GpuTrain>(args, Default::default()),
+        _ => train::<sandgym::policy::CpuTrain>(args, Default::default()),
+    }
+}
+
+fn backend(native: bool) -> Backend {
+    if native {
+        Backend::Native
+    } else {
+        Backend::Wasm
+    }
+}
+
+/// The settings of a new run: the env's preset, then `--config`, then the flags.
+pub(crate) fn settings(
+    env: &str,
+    algo: Algo,
+    file: Option<&Path>,
+    iters: Option<u32>,
+    seed: Option<u64>,
+) -> anyhow::Result<TrainConfig> {
+    let mut c = preset(env, algo);
+    if let Some(path) = file {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        c = c.merge_json(&value)?;
+    }
+    if let Some(n) = iters {
+        c.iters = n;
+    }
+    if let Some(s) = seed {
+        c.seed = s;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+/// A fresh policy for `env`: the default tokenizer and model, warm-started with SFT on the
+/// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
+pub(crate) fn fresh_policy<B: AutodiffBackend>(
+    env: &str,
+    config: &TrainConfig,
+    device: &B::Device,
+    sft_dir: Option<&Path>,
+) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
+    let tokenizer = default_tokenizer()?;
+    let policy_config = PolicyConfig::new(tokenizer.vocab_size());
+    B::seed(device, config.seed);
+    let model = policy_config.init::<B>(device);
+    if config.sft.episodes == 0 {
+        return Ok((policy_config, model, tokenizer));
+    }
+    let clock = Instant::now();
+    let episodes = baseline_episodes(
+        env,
+        0..config.sft.episodes as u64,
+        &ResetOptions::split(Split::Train),
+    )?;
+    let trajectories: Vec<_> = episodes.into_iter().map(|e| e.trajectory).collect();
+    let tools = sandgym::make_env(env, Backend::Native, &Default::default())?
+        .spec()
+        .tools
+        .clone();
+    let (samples, skipped) = sft::samples(
+        &tokenizer,
+        &tools,
+        &trajectories,
+        &rollout_settings(config),
+        &config.sft,
+    )?;
+    eprintln!(
+        "sft: {} baseline episodes ({} longer than the context left out), {} epochs",
+        samples.len(),
+        skipped,
+        config.sft.epochs
+    );
+    let mut learner = Learner::new(
+        model,
+        policy_config.vocab_size,
+        config.grad_clip,
+        device.clone(),
+    );
+    let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
+    let means = sft::train(
+        &mut learner,
+        &samples,
+        &config.sft,
+        config.seed,
+        |epoch, step, loss| {
+            bar(
+                "sft",
+                epoch as usize * steps + step + 1,
+                steps * config.sft.epochs as usize,
+                &format!("loss {loss:.3}"),
+            );
+        },
+    );
+    end_bar();
+    eprintln!(
+        "sft: loss per epoch {:?} in {:.0} s",
+        means
+            .iter()
+            .map(|l| (l * 1000.0).round() / 1000.0)
+            .collect::<Vec<_>>(),
+        clock.elapsed().as_secs_f64()
+    );
+    if let Some(dir) = sft_dir {
+        checkpoint::save(dir, &policy_config, &learner.model, &tokenizer)?;
+    }
+    Ok((policy_config, learner.model, tokenizer))
+}
+
+fn bar(what: &str, done: usize, total: usize, tail: &str) {
+    let width = 30;
+    let filled = (done * width)
+        .checked_div(total.max(1))
+        .unwrap_or(0)
+        .min(width);
+    let line = format!(
+        "{what} [{}{}] {done}/{total} {tail}",
+        "#".repeat(filled),
+        ".".repeat(width - filled)
+    );
+    if std::io::stderr().is_terminal() {
+        eprint!("\r{line}\x1b[K");
+    } else if done == total || done.is_multiple_of((total / 10).max(1)) {
+        eprintln!("{line}");
+    }
+}
+
+fn end_bar() {
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+}
+
+fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let mut trainer = if let Some(dir) = &args.resume {
+        let run = read_run_config(dir)?;
+        let env = run.run["env"]
+            .as_str()
+            .context("config.json names no env")?
+            .to_owned();
+        let native = run.run["backend"].as_str() == Some("native");
+        let envs = env_batch(&env, backend(native), run.train.episodes_per_iter())?;
+        let t = Trainer::<B>::resume(dir, envs, ResetOptions::split(Split::Train), device)?;
+        eprintln!(
+            "resuming {} after iteration {}",
+            dir.display(),
+            t.iteration()
+        );
+        t
+    } else {
+        let env = args.env.clone().expect("clap requires --env");
+        let algo: Algo = args.algo.parse()?;
+        let config = settings(&env, algo, args.config.as_deref(), args.iters, args.seed)?;
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("runs/{env}-{}", algo.name())));
+        let (policy_config, model, tokenizer) = match &args.init {
+            Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
+            None => fresh_policy::<B>(&env, &config, &device, Some(&out.join("sft")))?,
+        };
+        let envs = env_batch(&env, backend(args.native), config.episodes_per_iter())?;
+        let run = json!({
+            "env": env,
+            "backend": if args.native { "native" } else { "wasm" },
+            "init": args.init.as_ref().map(|p| p.display().to_string()),
+            "device": args.device.to_string(),
+        });
+        Trainer::<B>::new(
+            &out,
+            run,
+            config,
+            policy_config,
+            model,
+            tokenizer,
+            envs,
+            ResetOptions::split(Split::Train),
+            device,
+        )?
+    };
+    let total = trainer.config().iters as usize;
+    let mut history: Vec<IterMetrics> = Vec::new();
+    trainer.run(|m| {
+        bar(
+            "train",
+            m.iter as usize,
+            total,
+            &format!(
+                "reward {:.3} success {:.2} entropy {:.3} kl {:.4} {:.1}+{:.1} s",
+                m.reward_mean, m.success_rate, m.entropy, m.ppo_kl, m.rollout_s, m.update_s
+            ),
+        );
+        history.push(m.clone());
+    })?;
+    end_bar();
+    let out = trainer.out().to_owned();
+    if let (Some(first), Some(last)) = (history.first(), history.last()) {
+        let k = history.len().min(3);
+        let mean = |ms: &[IterMetrics], f: fn(&IterMetrics) -> f64| {
+            ms.iter().map(f).sum::<f64>() / ms.len() as f64
+        };
+        eprintln!(
+            "iterations {}..{}: reward {:.3} -> {:.3}, success {:.3} -> {:.3} (means of {k}); plots in {}",
+            first.iter,
+            last.iter,
+            mean(&history[..k], |m| m.reward_mean),
+            mean(&history[history.len() - k..], |m| m.reward_mean),
+            mean(&history[..k], |m| m.success_rate),
+            mean(&history[history.len() - k..], |m| m.success_rate),
+            out.join("plots").display()
+        );
+    }
+    if args.eval_episodes > 0 {
+        let run = read_run_config(&out)?;
+        let env = run.run["env"]
+            .as_str()
+            .context("config.json names no env")?;
+        let report = crate::cli::eval::compare::<B::InnerBackend>(
+            &policy_dir(&out),
+            env,
+            Split::Test,
+            args.eval_episodes,
+            &rollout_settings(&run.train),
+            !args.native,
+            &Default::default(),
+        )?;
+        crate::cli::eval::print(&report, env, Split::Test);
+    }
+    eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
