@@ -479,7 +479,7 @@ pub fn write_plots(out: &Path) -> Result<()> {
     };
     // Per-iteration figures are noisy (each iteration draws its own tasks): the main curves
     // come with their trailing mean over five iterations.
-    let smooth = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
+    let with_mean = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
         let points = metrics
             .iter()
             .enumerate()
@@ -489,24 +489,18 @@ pub fn write_plots(out: &Path) -> Result<()> {
                 (f64::from(m.iter), mean)
             })
             .collect();
-        Series::new(name, points)
+        vec![curve(name, f), Series::new("mean of 5", points)]
     };
     let charts: [(&str, &str, Vec<Series>); 6] = [
         (
             "reward",
             "mean reward",
-            vec![
-                curve("reward", &|m| m.reward_mean),
-                smooth("mean of 5", &|m| m.reward_mean),
-            ],
+            with_mean("reward", &|m| m.reward_mean),
         ),
         (
             "success",
             "success rate",
-            vec![
-                curve("success", &|m| m.success_rate),
-                smooth("mean of 5", &|m| m.success_rate),
-            ],
+            with_mean("success", &|m| m.success_rate),
         ),
         ("entropy", "entropy", vec![curve("entropy", &|m| m.entropy)]),
         (
