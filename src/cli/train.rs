@@ -290,7 +290,7 @@ fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<E
             Split::Test,
             args.eval_episodes,
             &rollout_settings(&run.train),
-            !args.native,
+            run.run["backend"].as_str() != Some("native"),
             &Default::default(),
         )?;
         crate::cli::eval::print(&report, env, Split::Test);
