@@ -17,10 +17,14 @@
 use serde_json::{Map, Value};
 
 pub mod agents;
+pub mod approach;
+pub mod service;
 pub mod training;
 
 pub use sandgym_env_api as env_api;
+pub use sandgym_harnesses as harnesses;
 pub use sandgym_policy as policy;
+pub use sandgym_proxy as proxy;
 pub use sandgym_sandbox as sandbox;
 pub use sandgym_trainer as trainer;
 

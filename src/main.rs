@@ -29,6 +29,12 @@ enum Command {
     Sft(cli::sft::Args),
     /// A policy's success rate and mean reward next to the scripted baseline's.
     Eval(cli::eval::Args),
+    /// Serve a policy checkpoint as an OpenAI-compatible chat-completions API.
+    ServePolicy(cli::serve::Args),
+    /// Record the model calls of unmodified harnesses in front of an OpenAI-compatible server.
+    Proxy(cli::proxy::Args),
+    /// Train the same policy the env way and the proxy way, and report them side by side.
+    Compare(cli::compare::Args),
     /// Measure performance figures (`sandgym bench sandbox`).
     Bench(cli::bench::Args),
 }
@@ -43,6 +49,9 @@ fn main() -> ExitCode {
         Command::Train(args) => cli::train::run(&args),
         Command::Sft(args) => cli::sft::run(&args),
         Command::Eval(args) => cli::eval::run(&args),
+        Command::ServePolicy(args) => cli::serve::run(&args),
+        Command::Proxy(args) => cli::proxy::run(&args),
+        Command::Compare(args) => cli::compare::run(&args),
         Command::Bench(args) => cli::bench::run(&args),
     };
     match result {

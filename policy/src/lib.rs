@@ -37,6 +37,8 @@ pub use device::{Gpu, GpuTrain};
 pub use error::{PolicyError, Result};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
-pub use sample::{SampleConfig, Sampled, generate, masked_log_softmax, sequence_logprobs};
+pub use sample::{
+    SampleConfig, Sampled, generate, masked_log_softmax, replay_masks, sequence_logprobs,
+};
 pub use template::{Rendered, Template, canonical_json, tool_list};
 pub use tokenizer::{Role, SPECIAL_TOKENS, Tokenizer};

@@ -248,6 +248,53 @@ pub fn generate<B: Backend>(
     Ok(results)
 }
 
+/// The constraint masks under which `tokens` were generated, recomputed by replaying the
+/// grammar: exactly what [`generate`] records in [`Sampled::allowed`] (a one-hot mask for a
+/// token the grammar forced), for tokens that arrive without their masks, e.g. through an
+/// HTTP API. Fails when a token is not one the grammar allows at its place.
+pub fn replay_masks(
+    matcher: &mut ToolCallMatcher,
+    tokens: &[u32],
+    vocab: usize,
+) -> Result<Vec<Option<Vec<bool>>>> {
+    let mut pending = std::collections::VecDeque::new();
+    let mut out = Vec::with_capacity(tokens.len());
+    for &token in tokens {
+        if token as usize >= vocab {
+            return Err(crate::PolicyError::Disallowed {
+                token,
+                reason: format!("outside the vocabulary of {vocab}"),
+            });
+        }
+        if pending.is_empty() {
+            pending = matcher.forced().into();
+        }
+        let mask = if let Some(forced) = pending.pop_front() {
+            if forced != token {
+                return Err(crate::PolicyError::Disallowed {
+                    token,
+                    reason: format!("the grammar forces token {forced} here"),
+                });
+            }
+            let mut only = vec![false; vocab];
+            only[token as usize] = true;
+            only
+        } else {
+            let mask = matcher.allowed()?;
+            if !mask.get(token as usize).copied().unwrap_or(false) {
+                return Err(crate::PolicyError::Disallowed {
+                    token,
+                    reason: "not allowed by the grammar here".into(),
+                });
+            }
+            mask
+        };
+        matcher.consume(token)?;
+        out.push(Some(mask));
+    }
+    Ok(out)
+}
+
 /// Log-probs of `continuation` after `prompt` from one full forward pass (no cache), each under
 /// the same masked, temperature-scaled distribution sampling uses (`masks[i]` for token `i`,
 /// `None` for unconstrained).

@@ -83,6 +83,12 @@ impl<'a> Template<'a> {
         Ok(out)
     }
 
+    /// Any message as a non-trainable turn of `role` (e.g. a second system prompt, or a user
+    /// message in the middle of a chat).
+    pub fn message(&self, role: Role, text: &str) -> Result<Rendered> {
+        self.turn(role, text, false)
+    }
+
     /// One policy turn (trainable).
     pub fn action(&self, action: &Action) -> Result<Rendered> {
         self.turn(Role::Assistant, &canonical_json(action), true)

@@ -18,6 +18,9 @@ pub enum What {
     /// The policy on the CPU: generated tokens/s at batch 64 with and without the tool-call
     /// constraint, forward+backward time per token.
     Policy,
+    /// The recording proxy: added latency p50/p99 at ~1,000 requests/s against a fast
+    /// upstream on loopback, and that no answered call is missing from the store.
+    Proxy,
 }
 
 /// Options of `sandgym bench`.
@@ -34,6 +37,9 @@ pub struct Args {
     /// Where `bench policy` runs: cpu, or cuda (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: sandgym::policy::DeviceKind,
+    /// Requests per second `bench proxy` sends.
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
 }
 
 /// Runs the subcommand.
@@ -41,6 +47,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
+        What::Proxy => {
+            super::bench_proxy::run(Duration::from_secs_f64(args.seconds.max(3.0)), args.rate)?
+        }
         What::Policy => match args.device.check()? {
             #[cfg(feature = "cuda")]
             sandgym::policy::DeviceKind::Cuda => {

@@ -1,9 +1,13 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_proxy;
 pub mod check;
+pub mod compare;
 pub mod envs;
 pub mod eval;
+pub mod proxy;
 pub mod run;
+pub mod serve;
 pub mod sft;
 pub mod train;

@@ -55,10 +55,33 @@ pub struct Args {
     /// Test-split episodes of the closing evaluation (0 skips it).
     #[arg(long, default_value_t = 100)]
     eval_episodes: usize,
+    /// Where episodes come from: `env` (the env's rollout engine) or `proxy` (the env's
+    /// harness run against the policy server through the recording proxy; its traces are
+    /// the training data). The proxy source runs the policy on the CPU.
+    #[arg(long, default_value = "env")]
+    source: Source,
+    /// Harness runs at a time with `--source proxy`.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+/// Where training episodes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Source {
+    /// The env's own rollout engine.
+    Env,
+    /// The harness behind the recording proxy.
+    Proxy,
 }
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.source == Source::Proxy {
+        if args.device != DeviceKind::Cpu {
+            anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
+        }
+        return train_proxy(args);
+    }
     match args.device.check()? {
         #[cfg(feature = "cuda")]
         DeviceKind::Cuda => train::<sandgym::policy::GpuTrain>(args, Default::default()),
@@ -199,9 +222,9 @@ fn end_bar() {
     }
 }
 
-fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
-    let started = Instant::now();
-    let mut trainer = if let Some(dir) = &args.resume {
+/// The run `args` ask for: resumed, or new from `--init` or a fresh SFT warm-start.
+fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<Trainer<B>> {
+    let trainer = if let Some(dir) = &args.resume {
         let run = read_run_config(dir)?;
         let env = run.run["env"]
             .as_str()
@@ -234,6 +257,7 @@ fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<E
             "backend": if args.native { "native" } else { "wasm" },
             "init": args.init.as_ref().map(|p| p.display().to_string()),
             "device": args.device.to_string(),
+            "source": if args.source == Source::Proxy { "proxy" } else { "env" },
         });
         Trainer::<B>::new(
             &out,
@@ -247,21 +271,75 @@ fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<E
             device,
         )?
     };
+    Ok(trainer)
+}
+
+fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let mut trainer = build::<B>(args, device)?;
     let total = trainer.config().iters as usize;
     let mut history: Vec<IterMetrics> = Vec::new();
     trainer.run(|m| {
-        bar(
-            "train",
-            m.iter as usize,
-            total,
-            &format!(
-                "reward {:.3} success {:.2} entropy {:.3} kl {:.4} {:.1}+{:.1} s",
-                m.reward_mean, m.success_rate, m.entropy, m.ppo_kl, m.rollout_s, m.update_s
-            ),
-        );
+        progress(m, total);
         history.push(m.clone());
     })?;
     end_bar();
+    finish(args, &trainer, &history, started)
+}
+
+fn progress(m: &IterMetrics, total: usize) {
+    bar(
+        "train",
+        m.iter as usize,
+        total,
+        &format!(
+            "reward {:.3} success {:.2} entropy {:.3} kl {:.4} {:.1}+{:.1} s",
+            m.reward_mean, m.success_rate, m.entropy, m.ppo_kl, m.rollout_s, m.update_s
+        ),
+    );
+}
+
+fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
+    use sandgym::approach::{ProxyApproach, ProxySettings};
+    let started = Instant::now();
+    let mut trainer = build::<sandgym::policy::CpuTrain>(args, Default::default())?;
+    let run = read_run_config(trainer.out())?;
+    let env = run.run["env"]
+        .as_str()
+        .context("config.json names no env")?
+        .to_owned();
+    let c = trainer.config().clone();
+    let mut approach = ProxyApproach::start(
+        &env,
+        trainer.inference_model(),
+        trainer.tokenizer().clone(),
+        &trainer.out().join("traces.db"),
+        ProxySettings::for_config(&c, args.concurrency),
+    )?;
+    eprintln!(
+        "proxy source: policy server {} behind the recording proxy {} (traces in {})",
+        approach.server().url(),
+        approach.proxy().addr(),
+        approach.db().display()
+    );
+    let total = c.iters as usize;
+    let mut history: Vec<IterMetrics> = Vec::new();
+    while !trainer.finished() {
+        let it = approach.iteration(&mut trainer)?;
+        progress(&it.metrics, total);
+        history.push(it.metrics);
+    }
+    sandgym::trainer::write_plots(trainer.out())?;
+    end_bar();
+    finish(args, &trainer, &history, started)
+}
+
+fn finish<B: AutodiffBackend>(
+    args: &Args,
+    trainer: &Trainer<B>,
+    history: &[IterMetrics],
+    started: Instant,
+) -> anyhow::Result<ExitCode> {
     let out = trainer.out().to_owned();
     if let (Some(first), Some(last)) = (history.first(), history.last()) {
         let k = history.len().min(3);

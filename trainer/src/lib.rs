@@ -37,5 +37,7 @@ pub use eval::{EvalReport, evaluate};
 pub use learner::{Learner, PolicyOptimizer, StepStats, adam};
 pub use metrics::IterMetrics;
 pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
-pub use run::{RunConfig, Trainer, policy_dir, read_run_config, rollout_settings, write_plots};
+pub use run::{
+    RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings, write_plots,
+};
 pub use sft::SftConfig;

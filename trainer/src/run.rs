@@ -84,6 +84,19 @@ fn mix(parts: &[u64]) -> u64 {
     })
 }
 
+/// The episodes of iteration `iter` (from 1), generation batch `batch`: `(group, seed)` for
+/// each rollout, `group_size` rollouts per task. Any other way of playing an iteration (e.g.
+/// harnesses behind the recording proxy) uses these to play the same tasks and seeds.
+pub fn iteration_jobs(config: &TrainConfig, iter: u32, batch: u32) -> Vec<(usize, u64)> {
+    (0..config.tasks_per_iter)
+        .flat_map(|g| {
+            let group = batch as usize * config.tasks_per_iter + g;
+            let seed = mix(&[config.seed, u64::from(iter), u64::from(batch), g as u64]);
+            std::iter::repeat_n((group, seed), config.group_size)
+        })
+        .collect()
+}
+
 /// A training run in progress.
 pub struct Trainer<B: AutodiffBackend> {
     config: TrainConfig,
@@ -245,6 +258,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         &self.learner.model
     }
 
+    /// The policy's tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// The run directory.
     pub fn out(&self) -> &Path {
         &self.out
@@ -272,13 +290,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut filtered = 0;
         let mut stats = crate::rollout::RolloutStats::default();
         for batch in 0..batches {
-            let jobs: Vec<(usize, u64)> = (0..c.tasks_per_iter)
-                .flat_map(|g| {
-                    let group = batch as usize * c.tasks_per_iter + g;
-                    let seed = mix(&[c.seed, u64::from(iter), u64::from(batch), g as u64]);
-                    std::iter::repeat_n((group, seed), c.group_size)
-                })
-                .collect();
+            let jobs = iteration_jobs(&c, iter, batch);
             let sample_seed = mix(&[c.seed, u64::from(iter), u64::from(batch), u64::MAX]);
             let (eps, s) = self.engine.run(
                 &model,
@@ -315,6 +327,47 @@ impl<B: AutodiffBackend> Trainer<B> {
             kept.retain(|e| groups.contains(&e.group));
         }
         let rollout_s = rollout_clock.elapsed().as_secs_f64();
+        self.learn(played, kept, filtered, &stats, rollout_s)
+    }
+
+    /// Learns from episodes played elsewhere (e.g. traces of a harness behind the recording
+    /// proxy) as one iteration: unusable episodes are dropped as configured, DAPO keeps only
+    /// groups with varied rewards, then the update, metrics and checkpoint are as in
+    /// [`step`](Self::step). The iteration's reward and success figures come from `played`
+    /// (one episode per run, e.g. the last segment of each harness run); `rollout_s` is the
+    /// time it took to play them.
+    pub fn learn_from(
+        &mut self,
+        episodes: Vec<Episode>,
+        played: Vec<Episode>,
+        stats: &crate::rollout::RolloutStats,
+        rollout_s: f64,
+    ) -> Result<IterMetrics> {
+        let (mut kept, _) = usable(episodes, self.config.on_env_error);
+        let mut filtered = 0;
+        if self.config.algo == Algo::Dapo {
+            let (varied, dropped) = varied_groups(kept);
+            kept = varied;
+            filtered = dropped;
+        }
+        self.learn(played, kept, filtered, stats, rollout_s)
+    }
+
+    /// The policy being trained, for inference (no autodiff).
+    pub fn inference_model(&self) -> PolicyModel<B::InnerBackend> {
+        self.learner.inference_model()
+    }
+
+    fn learn(
+        &mut self,
+        played: Vec<Episode>,
+        kept: Vec<Episode>,
+        filtered: usize,
+        stats: &crate::rollout::RolloutStats,
+        rollout_s: f64,
+    ) -> Result<IterMetrics> {
+        let iter = self.iter + 1;
+        let c = self.config.clone();
         let update_clock = Instant::now();
         let mut samples: Vec<Sample> = kept.iter().map(Sample::from_episode).collect();
         self.learner.score(

@@ -1,0 +1,38 @@
+//! The two bundled agents written the way agent teams write them: a loop over an
+//! OpenAI-compatible chat-completions API with `tools` and `tool_calls`, a message history
+//! that is compressed when it outgrows its budget, and a sub-agent with its own system prompt.
+//!
+//! The harnesses know nothing about reinforcement learning. They take the API's base URL from
+//! their [`HarnessConfig`] and call their tools through a [`Tools`] service, which describes
+//! its own functions (as an MCP server would) and runs them. sandgym's comparison plugs in a
+//! service backed by the envs' business logic and points the base URL at the recording proxy;
+//! in production the same code would point at any OpenAI-compatible server.
+//!
+//! ```no_run
+//! use sandgym_harnesses::{ChatClient, HarnessConfig, SqlHarness, Tools};
+//! # fn service() -> Box<dyn Tools> { unimplemented!() }
+//! let config = HarnessConfig::new("http://127.0.0.1:8000/v1");
+//! let client = ChatClient::new(&config);
+//! let mut tools = service();
+//! let outcome = SqlHarness::new(config).run(&client, tools.as_mut(), "How many customers are there?")?;
+//! println!("{}", outcome.answer.unwrap_or_default());
+//! # Ok::<(), sandgym_harnesses::HarnessError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod client;
+mod config;
+mod conversation;
+mod error;
+pub mod openai;
+mod sql;
+mod support;
+mod tools;
+
+pub use client::ChatClient;
+pub use config::HarnessConfig;
+pub use conversation::Conversation;
+pub use error::{HarnessError, Result};
+pub use sql::SqlHarness;
+pub use support::SupportHarness;
+pub use tools::{Outcome, Tools};

@@ -1,0 +1,40 @@
+//! Errors of the servers and the trace store.
+
+use std::path::PathBuf;
+
+/// A proxy-side error.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// A server could not bind its address.
+    #[error("cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The trace database failed.
+    #[error("trace store {path}: {reason}")]
+    Store {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A recorded trace cannot be read back as a trajectory.
+    #[error("trace of rollout {rollout}, call {seq}: {reason}")]
+    Trace {
+        /// The rollout.
+        rollout: String,
+        /// The call's sequence number.
+        seq: i64,
+        /// Why.
+        reason: String,
+    },
+    /// The policy failed.
+    #[error(transparent)]
+    Policy(#[from] sandgym_policy::PolicyError),
+}
+
+/// Result with [`ProxyError`].
+pub type Result<T, E = ProxyError> = std::result::Result<T, E>;

@@ -1,0 +1,304 @@
+//! The recording proxy: transparent for the harness, it forwards chat completions to the
+//! upstream server and records each call (request, response, token ids, log-probs, timing)
+//! under its rollout id; at a rollout's end the caller posts its reward.
+//!
+//! Routes:
+//! - `POST /rollouts/{id}/v1/chat/completions` — a call of rollout `id` (or `POST
+//!   /v1/chat/completions` with an `x-rollout-id` header; untagged calls go to rollout
+//!   `untagged`);
+//! - `POST /rollouts/{id}/reward` with `{"reward": 1.0, "info": {…}}` — returns once the
+//!   reward is committed, with the number of calls recorded for the rollout;
+//! - anything else under `/v1/` (e.g. `GET /v1/models`) is forwarded unrecorded.
+//!
+//! Streaming (`"stream": true`) is refused with a 400: token ids and log-probs are captured
+//! from whole responses.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::Result;
+use crate::http::{self, HttpError, Request, Response, Server};
+use crate::store::{CallRecord, RewardRecord, TraceWriter};
+
+/// Where the proxy listens and forwards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProxyConfig {
+    /// Upstream base URL, e.g. `http://127.0.0.1:8000` (paths are appended as called).
+    pub upstream: String,
+    /// Listen address (`127.0.0.1:0` picks a free port).
+    pub listen: String,
+    /// Idle connections kept open to the upstream.
+    pub upstream_connections: usize,
+    /// Upstream timeout.
+    pub timeout: Duration,
+}
+
+impl ProxyConfig {
+    /// Defaults for `upstream`, on a free loopback port.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        Self {
+            upstream: upstream.into(),
+            listen: "127.0.0.1:0".into(),
+            upstream_connections: 64,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+struct State {
+    upstream: String,
+    agent: ureq::Agent,
+    writer: TraceWriter,
+    seqs: Mutex<HashMap<String, i64>>,
+}
+
+/// A running recording proxy; stops when dropped.
+pub struct Proxy {
+    server: Server,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.server.addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Opens the trace database `db` and starts serving.
+    pub fn start(config: &ProxyConfig, db: &Path) -> Result<Self> {
+        let writer = TraceWriter::open(db)?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(config.timeout))
+            .max_idle_connections(config.upstream_connections)
+            .max_idle_connections_per_host(config.upstream_connections)
+            .build()
+            .into();
+        let state = std::sync::Arc::new(State {
+            upstream: config.upstream.trim_end_matches('/').to_owned(),
+            agent,
+            writer,
+            seqs: Mutex::new(HashMap::new()),
+        });
+        let server = Server::start(&config.listen, move |request| handle(&state, &request))?;
+        Ok(Self { server })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The base URL a harness should use for rollout `id` (ends in `/v1`).
+    pub fn base_url(&self, rollout: &str) -> String {
+        format!("http://{}/rollouts/{rollout}/v1", self.addr())
+    }
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// `/rollouts/{id}/rest` → (`Some(id)`, `/rest`); other paths unchanged.
+fn split_rollout(path: &str) -> Result<(Option<String>, String), HttpError> {
+    let Some(rest) = path.strip_prefix("/rollouts/") else {
+        return Ok((None, path.to_owned()));
+    };
+    let (id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    if id.is_empty()
+        || id.len() > 200
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    {
+        return Err(HttpError::bad_request(
+            "rollout ids are 1-200 characters of [A-Za-z0-9-_.:]",
+        ));
+    }
+    Ok((Some(id.to_owned()), format!("/{tail}")))
+}
+
+fn handle(state: &State, request: &Request) -> Response {
+    let started = Instant::now();
+    let at_us = now_us();
+    let path = request.route();
+    let result = (|| {
+        let (tagged, rest) = split_rollout(path)?;
+        let rollout = tagged
+            .or_else(|| request.header("x-rollout-id").map(str::to_owned))
+            .unwrap_or_else(|| "untagged".into());
+        let body = &request.body;
+        match (request.method.as_str(), rest.as_str()) {
+            ("POST", "/reward") => reward(state, &rollout, body),
+            ("POST", "/v1/chat/completions") => {
+                let auth = request.header("authorization").map(str::to_owned);
+                completion(state, &rollout, &rest, body, auth, at_us, started)
+            }
+            (method @ ("GET" | "POST"), p) if p.starts_with("/v1/") => {
+                forward(state, method, &rest, body, None).map(|(status, body, _)| (status, body))
+            }
+            (method, _) => Err(HttpError::new(404, format!("no route for {method} {path}"))),
+        }
+    })();
+    match result {
+        Ok((status, body)) => Response::bytes(status, body),
+        Err(e) => e.into(),
+    }
+}
+
+fn reward(state: &State, rollout: &str, body: &[u8]) -> Result<(u16, Vec<u8>), HttpError> {
+    let value: Value = http::parse(body)?;
+    let reward = value
+        .get("reward")
+        .and_then(Value::as_f64)
+        .filter(|r| r.is_finite())
+        .ok_or_else(|| HttpError::bad_request("body needs a finite number `reward`"))?;
+    let info = value.get("info").cloned().unwrap_or(Value::Null);
+    state
+        .writer
+        .reward(RewardRecord {
+            rollout: rollout.to_owned(),
+            reward,
+            info,
+        })
+        .map_err(|e| HttpError::new(500, e.to_string()))?;
+    let calls = state
+        .seqs
+        .lock()
+        .expect("seq lock")
+        .get(rollout)
+        .copied()
+        .unwrap_or(0);
+    let answer = json!({"rollout": rollout, "reward": reward, "calls": calls});
+    Ok((200, answer.to_string().into_bytes()))
+}
+
+fn forward(
+    state: &State,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    auth: Option<String>,
+) -> Result<(u16, Vec<u8>, Duration), HttpError> {
+    let url = format!("{}{path}", state.upstream);
+    let clock = Instant::now();
+    let upstream = |e: ureq::Error| HttpError::new(502, format!("upstream {url}: {e}"));
+    let mut response = if method == "GET" {
+        state.agent.get(&url).call().map_err(upstream)?
+    } else {
+        let mut call = state
+            .agent
+            .post(&url)
+            .header("content-type", "application/json");
+        if let Some(auth) = &auth {
+            call = call.header("authorization", auth);
+        }
+        call.send(body).map_err(upstream)?
+    };
+    let status = response.status().as_u16();
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()
+        .map_err(upstream)?;
+    Ok((status, bytes, clock.elapsed()))
+}
+
+fn ids<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<Vec<T>> {
+    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+fn completion(
+    state: &State,
+    rollout: &str,
+    path: &str,
+    body: &[u8],
+    auth: Option<String>,
+    at_us: i64,
+    started: Instant,
+) -> Result<(u16, Vec<u8>), HttpError> {
+    let request: Value = http::parse(body)?;
+    if !request.is_object() {
+        return Err(HttpError::bad_request("the body must be a JSON object"));
+    }
+    if request.get("stream").and_then(Value::as_bool) == Some(true) {
+        return Err(HttpError::bad_request(
+            "streaming is not supported by the recording proxy: token ids and log-probs are \
+             captured from whole responses; send \"stream\": false",
+        ));
+    }
+    let seq = {
+        let mut seqs = state.seqs.lock().expect("seq lock");
+        let next = seqs.entry(rollout.to_owned()).or_insert(0);
+        *next += 1;
+        *next - 1
+    };
+    let (status, bytes, upstream) = forward(state, "POST", path, body, auth)?;
+    let response: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let choice = response.pointer("/choices/0");
+    let logprobs = choice
+        .and_then(|c| c.pointer("/logprobs/content"))
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|t| t.get("logprob").and_then(Value::as_f64).unwrap_or(0.0) as f32)
+                .collect()
+        });
+    let record = CallRecord {
+        rollout: rollout.to_owned(),
+        seq,
+        at_us,
+        path: path.to_owned(),
+        status,
+        request: String::from_utf8_lossy(body).into_owned(),
+        response: String::from_utf8_lossy(&bytes).into_owned(),
+        prompt_ids: ids(response.get("prompt_token_ids")),
+        completion_ids: ids(choice.and_then(|c| c.get("token_ids"))),
+        logprobs,
+        upstream_us: upstream.as_micros() as i64,
+        total_us: started.elapsed().as_micros() as i64,
+    };
+    state
+        .writer
+        .record(record)
+        .map_err(|e| HttpError::new(500, format!("cannot record the call: {e}")))?;
+    Ok((status, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_rollout;
+
+    #[test]
+    fn rollout_prefix_is_split_and_checked() {
+        assert_eq!(
+            split_rollout("/rollouts/r-1/v1/chat/completions").unwrap(),
+            (Some("r-1".into()), "/v1/chat/completions".into())
+        );
+        assert_eq!(
+            split_rollout("/v1/models").unwrap(),
+            (None, "/v1/models".into())
+        );
+        assert_eq!(split_rollout("/rollouts//v1").unwrap_err().status, 400);
+        assert_eq!(split_rollout("/rollouts/a%20b/v1").unwrap_err().status, 400);
+    }
+}

@@ -1,0 +1,411 @@
+//! The policy server: the burn policy behind `/v1/chat/completions` and `/v1/models`.
+//!
+//! The request's tools become the decoding constraint, so every answer is a valid tool call
+//! or a final message. Answers carry the prompt's token ids (`prompt_token_ids`), the sampled
+//! ids (`choices[0].token_ids`) and per-token log-probs (`choices[0].logprobs`), as vLLM does
+//! with `return_token_ids`. Requests that arrive together are generated in one batch.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use sandgym_harnesses::openai::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
+use sandgym_policy::{
+    ActionLimits, Cpu, PolicyModel, SampleConfig, Sampled, Tokenizer, ToolCallGrammar,
+    ToolCallMatcher, generate,
+};
+use serde_json::json;
+
+use crate::Result;
+use crate::chat;
+use crate::http::{self, HttpError, Request, Response, Server};
+
+/// How the policy server runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    /// Listen address (`127.0.0.1:0` picks a free port).
+    pub listen: String,
+    /// The model name it answers to and reports.
+    pub model_name: String,
+    /// Most requests generated in one batch.
+    pub max_batch: usize,
+    /// How long the first request of a batch waits for others.
+    pub batch_window: Duration,
+    /// Size limits of generated actions.
+    pub limits: ActionLimits,
+    /// Most prompt tokens accepted.
+    pub max_context: usize,
+    /// Most new tokens when the request names none.
+    pub default_max_tokens: u32,
+    /// Keep every completion's token ids in memory ([`PolicyServer::journal`]).
+    pub journal: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:0".into(),
+            model_name: "sandgym-policy".into(),
+            max_batch: 32,
+            batch_window: Duration::from_millis(2),
+            limits: ActionLimits::default(),
+            max_context: 4096,
+            default_max_tokens: 128,
+            journal: false,
+        }
+    }
+}
+
+/// One generation as the server sampled it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Served {
+    /// The prompt's token ids.
+    pub prompt: Vec<u32>,
+    /// The sampled token ids.
+    pub completion: Vec<u32>,
+}
+
+struct Job {
+    prompt: Vec<u32>,
+    matcher: ToolCallMatcher,
+    temperature: f32,
+    max_tokens: usize,
+    seed: u64,
+    reply: Sender<Result<Sampled, String>>,
+}
+
+struct State {
+    config: ServerConfig,
+    tokenizer: Tokenizer,
+    model: RwLock<PolicyModel<Cpu>>,
+    grammars: Mutex<HashMap<String, Arc<ToolCallGrammar>>>,
+    jobs: Sender<Job>,
+    counter: AtomicU64,
+    journal: Mutex<Vec<Served>>,
+    generated: AtomicU64,
+}
+
+/// A running policy server; stops when dropped.
+pub struct PolicyServer {
+    state: Arc<State>,
+    server: Server,
+}
+
+impl std::fmt::Debug for PolicyServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyServer")
+            .field("addr", &self.server.addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyServer {
+    /// Serves `model` with `tokenizer`.
+    pub fn start(
+        model: PolicyModel<Cpu>,
+        tokenizer: Tokenizer,
+        config: ServerConfig,
+    ) -> Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let state = Arc::new(State {
+            config: config.clone(),
+            tokenizer,
+            model: RwLock::new(model),
+            grammars: Mutex::new(HashMap::new()),
+            jobs: tx,
+            counter: AtomicU64::new(0),
+            journal: Mutex::new(Vec::new()),
+            generated: AtomicU64::new(0),
+        });
+        {
+            let state = state.clone();
+            std::thread::spawn(move || batch_loop(&state, &rx));
+        }
+        let handler_state = state.clone();
+        let server = Server::start(&config.listen, move |request| {
+            handle(&handler_state, &request)
+        })?;
+        Ok(Self { state, server })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// Its base URL (`http://addr`; the API is under `/v1`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.server.addr())
+    }
+
+    /// Replaces the served weights (e.g. after a training step).
+    pub fn set_model(&self, model: PolicyModel<Cpu>) {
+        *self.state.model.write().expect("model lock") = model;
+    }
+
+    /// Every completion served so far, when the journal is on.
+    pub fn journal(&self) -> Vec<Served> {
+        self.state.journal.lock().expect("journal lock").clone()
+    }
+
+    /// Tokens generated so far.
+    pub fn generated_tokens(&self) -> u64 {
+        self.state.generated.load(Ordering::Relaxed)
+    }
+}
+
+fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
+    loop {
+        let first = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                // Only the batcher's own clone left: the server has stopped.
+                if Arc::strong_count(state) == 1 {
+                    return;
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut jobs = vec![first];
+        let deadline = Instant::now() + state.config.batch_window;
+        while jobs.len() < state.config.max_batch {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        // One generate call per temperature; the token budget is the largest asked for, each
+        // answer then cut to its own.
+        let mut temps: Vec<f32> = jobs.iter().map(|j| j.temperature).collect();
+        temps.sort_by(f32::total_cmp);
+        temps.dedup();
+        for t in temps {
+            let (group, rest): (Vec<Job>, Vec<Job>) =
+                jobs.into_iter().partition(|j| j.temperature == t);
+            jobs = rest;
+            run_group(state, group, t);
+        }
+    }
+}
+
+fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
+    let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
+    let max_tokens = group.iter().map(|j| j.max_tokens).max().unwrap_or(1);
+    let seed = group
+        .iter()
+        .fold(0u64, |acc, j| acc.rotate_left(7) ^ j.seed);
+    let (mut matchers, replies): (Vec<Option<ToolCallMatcher>>, Vec<(usize, Sender<_>)>) = group
+        .into_iter()
+        .map(|j| (Some(j.matcher), (j.max_tokens, j.reply)))
+        .unzip();
+    let config = SampleConfig {
+        temperature,
+        top_p: 1.0,
+        max_new_tokens: max_tokens,
+        seed,
+    };
+    let result = {
+        let model = state.model.read().expect("model lock");
+        generate(
+            &model,
+            &prompts,
+            &mut matchers,
+            state.tokenizer.end(),
+            &config,
+            &Default::default(),
+        )
+    };
+    match result {
+        Ok(samples) => {
+            for (mut s, (limit, reply)) in samples.into_iter().zip(replies) {
+                if s.tokens.len() > limit {
+                    s.tokens.truncate(limit);
+                    s.logprobs.truncate(limit);
+                    s.allowed.truncate(limit);
+                    s.finished = false;
+                }
+                let _ = reply.send(Ok(s));
+            }
+        }
+        Err(e) => {
+            for (_, reply) in replies {
+                let _ = reply.send(Err(e.to_string()));
+            }
+        }
+    }
+}
+
+fn handle(state: &State, request: &Request) -> Response {
+    let path = request.route();
+    let result = match (request.method.as_str(), path) {
+        ("GET", "/v1/models") => Ok(json!({
+            "object": "list",
+            "data": [{"id": state.config.model_name, "object": "model", "created": 0, "owned_by": "sandgym"}],
+        })
+        .to_string()
+        .into_bytes()),
+        ("POST", "/v1/chat/completions") => completion(state, &request.body),
+        (method, "/v1/models" | "/v1/chat/completions") => Err(HttpError::new(
+            405,
+            format!("{method} is not allowed on {path}"),
+        )),
+        _ => Err(HttpError::new(404, format!("no route for {path}"))),
+    };
+    match result {
+        Ok(bytes) => Response::bytes(200, bytes),
+        Err(e) => e.into(),
+    }
+}
+
+fn grammar(state: &State, request: &ChatRequest) -> Result<Arc<ToolCallGrammar>, HttpError> {
+    let key = serde_json::to_string(&request.tools).expect("tools serialise");
+    if let Some(g) = state.grammars.lock().expect("grammar lock").get(&key) {
+        return Ok(g.clone());
+    }
+    let specs = chat::tool_specs(&request.tools)?;
+    let g = ToolCallGrammar::new(&state.tokenizer, &specs, state.config.limits)
+        .map_err(|e| HttpError::bad_request(format!("cannot build the tool-call grammar: {e}")))?;
+    let g = Arc::new(g);
+    let mut cache = state.grammars.lock().expect("grammar lock");
+    if cache.len() > 256 {
+        cache.clear();
+    }
+    cache.insert(key, g.clone());
+    Ok(g)
+}
+
+fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
+    let request: ChatRequest = http::parse(body)?;
+    if request.stream == Some(true) {
+        return Err(HttpError::bad_request(
+            "streaming is not supported; send \"stream\": false",
+        ));
+    }
+    if request.messages.is_empty() {
+        return Err(HttpError::bad_request("`messages` must not be empty"));
+    }
+    if !request.model.is_empty() && request.model != state.config.model_name {
+        return Err(HttpError::new(
+            404,
+            format!(
+                "model {:?} is not served here (this server has {:?})",
+                request.model, state.config.model_name
+            ),
+        ));
+    }
+    let n = request
+        .extra
+        .get("n")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(1);
+    if n != 1 {
+        return Err(HttpError::bad_request("only n = 1 is supported"));
+    }
+    let temperature = request.temperature.unwrap_or(1.0);
+    if !(0.0..=10.0).contains(&temperature) {
+        return Err(HttpError::bad_request("temperature must be within [0, 10]"));
+    }
+    let max_tokens = request
+        .max_completion_tokens
+        .or(request.max_tokens)
+        .unwrap_or(state.config.default_max_tokens)
+        .clamp(1, 4096) as usize;
+    let specs = chat::tool_specs(&request.tools)?;
+    let prompt = chat::render(&state.tokenizer, &specs, &request.messages)?;
+    if prompt.len() > state.config.max_context {
+        return Err(HttpError::bad_request(format!(
+            "the prompt has {} tokens, over this server's context of {}",
+            prompt.len(),
+            state.config.max_context
+        )));
+    }
+    let matcher = grammar(state, &request)?
+        .matcher()
+        .map_err(|e| HttpError::new(500, e.to_string()))?;
+    let number = state.counter.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    state
+        .jobs
+        .send(Job {
+            prompt: prompt.clone(),
+            matcher,
+            temperature,
+            max_tokens,
+            seed: request
+                .seed
+                .unwrap_or(number.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            reply: tx,
+        })
+        .map_err(|_| HttpError::new(503, "the server is shutting down"))?;
+    let sampled = rx
+        .recv()
+        .map_err(|_| HttpError::new(503, "the server is shutting down"))?
+        .map_err(|e| HttpError::new(500, format!("generation failed: {e}")))?;
+    state
+        .generated
+        .fetch_add(sampled.tokens.len() as u64, Ordering::Relaxed);
+    if state.config.journal {
+        state.journal.lock().expect("journal lock").push(Served {
+            prompt: prompt.clone(),
+            completion: sampled.tokens.clone(),
+        });
+    }
+    let end = state.tokenizer.end();
+    let text_ids: Vec<u32> = sampled
+        .tokens
+        .iter()
+        .copied()
+        .filter(|&t| t != end)
+        .collect();
+    let text = state
+        .tokenizer
+        .decode(&text_ids)
+        .map_err(|e| HttpError::new(500, e.to_string()))?;
+    let (message, mut finish) = chat::assistant_message(&text, &format!("call_{number}"));
+    if !sampled.finished {
+        finish = "length";
+    }
+    let logprobs = sampled
+        .tokens
+        .iter()
+        .zip(&sampled.logprobs)
+        .map(|(&t, &lp)| {
+            let token = state.tokenizer.decode(&[t]).unwrap_or_default();
+            TokenLogprob {
+                bytes: Some(token.as_bytes().to_vec()),
+                token,
+                logprob: lp,
+                top_logprobs: Vec::new(),
+            }
+        })
+        .collect();
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let response = ChatResponse {
+        id: format!("chatcmpl-{number}"),
+        object: "chat.completion".into(),
+        created,
+        model: state.config.model_name.clone(),
+        choices: vec![Choice {
+            index: 0,
+            message,
+            finish_reason: Some(finish.into()),
+            logprobs: Some(Logprobs { content: logprobs }),
+            token_ids: Some(sampled.tokens.clone()),
+        }],
+        usage: Some(Usage {
+            prompt_tokens: prompt.len() as u32,
+            completion_tokens: sampled.tokens.len() as u32,
+            total_tokens: (prompt.len() + sampled.tokens.len()) as u32,
+        }),
+        prompt_token_ids: Some(prompt),
+        extra: Default::default(),
+    };
+    Ok(serde_json::to_vec(&response).expect("response serialises"))
+}

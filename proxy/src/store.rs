@@ -1,0 +1,347 @@
+//! The trace store: every recorded call and every rollout's reward, in SQLite (WAL).
+//!
+//! One writer thread owns the write connection and commits whatever has queued up in one
+//! transaction (group commit); a caller gets its acknowledgement only after the commit, so
+//! the proxy answers a call only once its record is in the database: a crash of the harness,
+//! or a kill of the proxy after the answer, loses nothing that was answered. Commits are
+//! handed to the operating system without `fsync` (`synchronous = OFF`): they survive any
+//! crash of the process, not a power cut; a sync per commit (or per WAL checkpoint) cost more
+//! than a millisecond at the 99th percentile on the development machine.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{ProxyError, Result};
+
+/// One recorded model call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The rollout it belongs to.
+    pub rollout: String,
+    /// Its order within the rollout (arrival order, from 0).
+    pub seq: i64,
+    /// Unix time of arrival, microseconds.
+    pub at_us: i64,
+    /// Path called upstream.
+    pub path: String,
+    /// HTTP status the upstream answered (0 when it could not be reached).
+    pub status: u16,
+    /// The request body as sent.
+    pub request: String,
+    /// The response body as received.
+    pub response: String,
+    /// The prompt's token ids, when the upstream reported them.
+    pub prompt_ids: Option<Vec<u32>>,
+    /// The sampled token ids, when reported.
+    pub completion_ids: Option<Vec<u32>>,
+    /// The sampled tokens' log-probs, when reported.
+    pub logprobs: Option<Vec<f32>>,
+    /// Time spent waiting for the upstream, microseconds.
+    pub upstream_us: i64,
+    /// Time from arrival to the answer being ready, microseconds (recording excluded).
+    pub total_us: i64,
+}
+
+impl CallRecord {
+    /// Microseconds the proxy added to the call (total minus upstream).
+    pub fn added_us(&self) -> i64 {
+        (self.total_us - self.upstream_us).max(0)
+    }
+}
+
+/// A rollout's reward as posted at its end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RewardRecord {
+    /// The rollout.
+    pub rollout: String,
+    /// The reward.
+    pub reward: f64,
+    /// Free-form details (e.g. `success`).
+    pub info: serde_json::Value,
+}
+
+enum Msg {
+    Call(Box<CallRecord>, Sender<Result<(), String>>),
+    Reward(RewardRecord, Sender<Result<(), String>>),
+}
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = OFF;
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    rollout TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at_us INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    response TEXT NOT NULL,
+    prompt_ids TEXT,
+    completion_ids TEXT,
+    logprobs TEXT,
+    upstream_us INTEGER NOT NULL,
+    total_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_rollout ON calls (rollout, seq);
+CREATE TABLE IF NOT EXISTS rewards (
+    rollout TEXT PRIMARY KEY,
+    reward REAL NOT NULL,
+    info TEXT NOT NULL
+);
+";
+
+fn store_error(path: &Path) -> impl Fn(rusqlite::Error) -> ProxyError + '_ {
+    move |e| ProxyError::Store {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+fn open(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(store_error(path))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(store_error(path))?;
+    conn.execute_batch(SCHEMA).map_err(store_error(path))?;
+    Ok(conn)
+}
+
+/// The write side of the store, shared by the proxy's request threads.
+#[derive(Debug)]
+pub struct TraceWriter {
+    path: PathBuf,
+    tx: Option<Sender<Msg>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Msg::Call(c, _) => write!(f, "Call({}, {})", c.rollout, c.seq),
+            Msg::Reward(r, _) => write!(f, "Reward({})", r.rollout),
+        }
+    }
+}
+
+fn json_ids<T: Serialize>(v: &Option<Vec<T>>) -> Option<String> {
+    v.as_ref()
+        .map(|v| serde_json::to_string(v).expect("numbers serialise"))
+}
+
+fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut call = tx.prepare_cached(
+            "INSERT INTO calls (rollout, seq, at_us, path, status, request, response, prompt_ids, \
+             completion_ids, logprobs, upstream_us, total_us) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )?;
+        let mut reward = tx.prepare_cached(
+            "INSERT INTO rewards (rollout, reward, info) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (rollout) DO UPDATE SET reward = excluded.reward, info = excluded.info",
+        )?;
+        for msg in batch {
+            match msg {
+                Msg::Call(c, _) => {
+                    call.execute(params![
+                        c.rollout,
+                        c.seq,
+                        c.at_us,
+                        c.path,
+                        c.status,
+                        c.request,
+                        c.response,
+                        json_ids(&c.prompt_ids),
+                        json_ids(&c.completion_ids),
+                        json_ids(&c.logprobs),
+                        c.upstream_us,
+                        c.total_us
+                    ])?;
+                }
+                Msg::Reward(r, _) => {
+                    reward.execute(params![r.rollout, r.reward, r.info.to_string()])?;
+                }
+            }
+        }
+    }
+    tx.commit()
+}
+
+fn writer_loop(mut conn: Connection, rx: Receiver<Msg>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 512 {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let outcome = write_batch(&mut conn, &batch).map_err(|e| e.to_string());
+        for msg in batch {
+            let ack = match msg {
+                Msg::Call(_, ack) | Msg::Reward(_, ack) => ack,
+            };
+            let _ = ack.send(outcome.clone());
+        }
+    }
+}
+
+impl TraceWriter {
+    /// Opens (creating if needed) the database at `path` and starts its writer.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = open(path)?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let thread = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| ProxyError::Store {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    fn submit(&self, make: impl FnOnce(Sender<Result<(), String>>) -> Msg) -> Result<()> {
+        let (ack_tx, ack_rx) = crossbeam_channel::bounded(1);
+        let fail = |reason: String| ProxyError::Store {
+            path: self.path.clone(),
+            reason,
+        };
+        self.tx
+            .as_ref()
+            .expect("writer is open")
+            .send(make(ack_tx))
+            .map_err(|_| fail("the writer has stopped".into()))?;
+        ack_rx
+            .recv()
+            .map_err(|_| fail("the writer has stopped".into()))?
+            .map_err(fail)
+    }
+
+    /// Records a call; returns once it is committed.
+    pub fn record(&self, call: CallRecord) -> Result<()> {
+        self.submit(|ack| Msg::Call(Box::new(call), ack))
+    }
+
+    /// Records (or replaces) a rollout's reward; returns once it is committed.
+    pub fn reward(&self, reward: RewardRecord) -> Result<()> {
+        self.submit(|ack| Msg::Reward(reward, ack))
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The read side of the store.
+#[derive(Debug)]
+pub struct TraceStore {
+    path: PathBuf,
+    conn: Connection,
+}
+
+fn parse_ids<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<Vec<T>> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
+impl TraceStore {
+    /// Opens the database at `path` for reading (it may be written concurrently).
+    pub fn open(path: &Path) -> Result<Self> {
+        Ok(Self {
+            path: path.to_owned(),
+            conn: open(path)?,
+        })
+    }
+
+    /// Number of recorded calls.
+    pub fn count(&self) -> Result<usize> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM calls", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as usize)
+            .map_err(store_error(&self.path))
+    }
+
+    /// The rollouts with calls, in order of first call.
+    pub fn rollouts(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT rollout FROM calls GROUP BY rollout ORDER BY MIN(id)")
+            .map_err(store_error(&self.path))?;
+        stmt.query_map([], |r| r.get(0))
+            .and_then(Iterator::collect)
+            .map_err(store_error(&self.path))
+    }
+
+    /// The calls of `rollout`, in order.
+    pub fn calls(&self, rollout: &str) -> Result<Vec<CallRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT rollout, seq, at_us, path, status, request, response, prompt_ids, \
+                 completion_ids, logprobs, upstream_us, total_us \
+                 FROM calls WHERE rollout = ?1 ORDER BY seq, id",
+            )
+            .map_err(store_error(&self.path))?;
+        stmt.query_map([rollout], |r| {
+            Ok(CallRecord {
+                rollout: r.get(0)?,
+                seq: r.get(1)?,
+                at_us: r.get(2)?,
+                path: r.get(3)?,
+                status: r.get(4)?,
+                request: r.get(5)?,
+                response: r.get(6)?,
+                prompt_ids: parse_ids(r.get(7)?),
+                completion_ids: parse_ids(r.get(8)?),
+                logprobs: parse_ids(r.get(9)?),
+                upstream_us: r.get(10)?,
+                total_us: r.get(11)?,
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(store_error(&self.path))
+    }
+
+    /// The reward posted for `rollout`, if any.
+    pub fn reward(&self, rollout: &str) -> Result<Option<RewardRecord>> {
+        self.conn
+            .query_row(
+                "SELECT reward, info FROM rewards WHERE rollout = ?1",
+                [rollout],
+                |r| {
+                    Ok(RewardRecord {
+                        rollout: rollout.to_owned(),
+                        reward: r.get(0)?,
+                        info: serde_json::from_str(&r.get::<_, String>(1)?)
+                            .unwrap_or(serde_json::Value::Null),
+                    })
+                },
+            )
+            .optional()
+            .map_err(store_error(&self.path))
+    }
+
+    /// Added latency (total minus upstream) of every call, microseconds.
+    pub fn added_latencies_us(&self) -> Result<Vec<i64>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT total_us - upstream_us FROM calls")
+            .map_err(store_error(&self.path))?;
+        stmt.query_map([], |r| r.get(0))
+            .and_then(Iterator::collect)
+            .map_err(store_error(&self.path))
+    }
+}

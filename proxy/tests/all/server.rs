@@ -1,0 +1,130 @@
+//! The policy server answers like an OpenAI-compatible API and refuses bad requests clearly.
+
+use sandgym_harnesses::openai::{ChatRequest, Message};
+use sandgym_harnesses::{ChatClient, HarnessConfig, HarnessError, Tools};
+use sandgym_proxy::PolicyServer;
+use serde_json::json;
+
+use crate::common::{FakeTools, post, server_config, tiny_policy};
+
+fn server(journal: bool) -> PolicyServer {
+    let (model, tok) = tiny_policy();
+    PolicyServer::start(model, tok, server_config(journal)).expect("server starts")
+}
+
+#[test]
+fn answers_with_a_valid_tool_call_or_message_and_its_tokens() {
+    let server = server(true);
+    let client = ChatClient::new(&HarnessConfig::new(format!("{}/v1", server.url())));
+    let tools = FakeTools::new(10).definitions();
+    for seed in 0..6 {
+        let request = ChatRequest {
+            model: "sandgym-policy".into(),
+            messages: vec![
+                Message::system("You answer questions."),
+                Message::user("What is alpha?"),
+            ],
+            tools: tools.clone(),
+            seed: Some(seed),
+            max_tokens: Some(48),
+            ..ChatRequest::default()
+        };
+        let response = client.complete(&request).expect("a completion");
+        let choice = &response.choices[0];
+        let ids = choice.token_ids.clone().expect("token ids");
+        assert_eq!(choice.logprobs.as_ref().unwrap().content.len(), ids.len());
+        assert_eq!(
+            response.usage.unwrap().completion_tokens as usize,
+            ids.len()
+        );
+        match choice.finish_reason.as_deref() {
+            Some("tool_calls") => {
+                let call = &choice.message.tool_calls[0];
+                assert!(["lookup", "list"].contains(&call.function.name.as_str()));
+                let args: serde_json::Value =
+                    serde_json::from_str(&call.function.arguments).unwrap();
+                assert!(args.is_object());
+            }
+            Some("stop") => assert!(choice.message.tool_calls.is_empty()),
+            Some("length") => assert_eq!(ids.len(), 48),
+            other => panic!("unexpected finish reason {other:?}"),
+        }
+        let served = server.journal();
+        assert_eq!(served.last().unwrap().completion, ids);
+        assert_eq!(
+            Some(served.last().unwrap().prompt.clone()),
+            response.prompt_token_ids
+        );
+    }
+}
+
+#[test]
+fn concurrent_requests_are_batched_and_all_answered() {
+    let server = server(true);
+    let url = format!("{}/v1", server.url());
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let url = url.clone();
+            s.spawn(move || {
+                let client = ChatClient::new(&HarnessConfig::new(url));
+                let request = ChatRequest {
+                    messages: vec![Message::user(format!("question {i}"))],
+                    tools: FakeTools::new(5).definitions(),
+                    max_tokens: Some(32),
+                    ..ChatRequest::default()
+                };
+                client.complete(&request).expect("answered");
+            });
+        }
+    });
+    assert_eq!(server.journal().len(), 8);
+}
+
+#[test]
+fn lists_its_model() {
+    let server = server(false);
+    let mut resp = ureq::get(&format!("{}/v1/models", server.url()))
+        .call()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(v["data"][0]["id"], "sandgym-policy");
+}
+
+#[test]
+fn bad_requests_get_clear_4xx_errors() {
+    let server = server(false);
+    let url = format!("{}/v1/chat/completions", server.url());
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        ("{not json", 400, "invalid JSON"),
+        (r#"{"model": "sandgym-policy", "messages": []}"#, 400, "must not be empty"),
+        (&json!({"model": "gpt-9", "messages": user}).to_string(), 404, "not served here"),
+        (&json!({"messages": user, "stream": true}).to_string(), 400, "streaming"),
+        (&json!({"messages": user, "tools": [{"type": "retrieval", "function": {"name": "x"}}]}).to_string(), 400, "not supported"),
+        (&json!({"messages": user, "tools": [{"type": "function", "function": {"name": "x", "parameters": {"type": 7}}}]}).to_string(), 400, "JSON Schema"),
+        (&json!({"messages": [{"role": "wizard", "content": "hi"}]}).to_string(), 400, "role"),
+        (&json!({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "x", "arguments": "[1"}}]}]}).to_string(), 400, "not a JSON object"),
+        (&json!({"messages": user, "temperature": -1}).to_string(), 400, "temperature"),
+    ];
+    for (body, status, needle) in cases {
+        let (got, answer) = post(&url, body);
+        assert_eq!(got, status, "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let (status, _) = post(&format!("{}/v2/nothing", server.url()), "{}");
+    assert_eq!(status, 404);
+    let client = ChatClient::new(&HarnessConfig::new(format!("{}/v1", server.url())));
+    let err = client
+        .complete(&ChatRequest {
+            model: "other".into(),
+            messages: vec![Message::user("x")],
+            ..ChatRequest::default()
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, HarnessError::Status { status: 404, .. }),
+        "{err}"
+    );
+}

@@ -1,0 +1,123 @@
+//! The harnesses' tool service backed by an env's business logic.
+//!
+//! A harness calls tools through [`sandgym_harnesses::Tools`]; here each call becomes a step
+//! of a native env instance, so the orders database, the SQL engine and the simulated
+//! customer are exactly the envs' own. The harness never sees rewards: the service adds them
+//! up for whoever runs the harness (the comparison posts them to the recording proxy).
+
+use sandgym_harnesses::openai::{FunctionDef, ToolDef};
+use sandgym_harnesses::{HarnessError, Tools};
+use serde_json::{Map, Value};
+
+use crate::env_api::{Action, BoxEnv, Observation, ResetOptions};
+
+/// A [`Tools`] service over one env episode.
+pub struct EnvTools {
+    env: BoxEnv,
+    definitions: Vec<ToolDef>,
+    reward: f64,
+    success: Option<bool>,
+    steps: usize,
+}
+
+impl std::fmt::Debug for EnvTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvTools")
+            .field("reward", &self.reward)
+            .field("steps", &self.steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EnvTools {
+    /// Starts an episode of `env` with `seed` and `options`; returns the service and the
+    /// opening text (the task the harness is given).
+    pub fn start(
+        mut env: BoxEnv,
+        seed: u64,
+        options: &ResetOptions,
+    ) -> crate::env_api::Result<(Self, String)> {
+        let opening = env.reset(seed, options)?;
+        let definitions = env
+            .spec()
+            .tools
+            .iter()
+            .map(|t| ToolDef {
+                kind: "function".into(),
+                function: FunctionDef {
+                    name: t.name.clone(),
+                    description: Some(t.description.clone()),
+                    parameters: t.parameters.to_value(),
+                },
+            })
+            .collect();
+        Ok((
+            Self {
+                env,
+                definitions,
+                reward: 0.0,
+                success: None,
+                steps: 0,
+            },
+            opening.content,
+        ))
+    }
+
+    /// Total reward of the episode so far.
+    pub fn reward(&self) -> f64 {
+        self.reward
+    }
+
+    /// Whether the env reported success (its `success` info) or, without one, whether the
+    /// episode terminated with a positive total reward.
+    pub fn success(&self) -> bool {
+        self.success
+            .unwrap_or(self.env.done() == crate::env_api::Done::Terminated && self.reward > 0.0)
+    }
+
+    /// Env steps taken.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    fn step(&mut self, action: &Action) -> Result<Observation, crate::env_api::EnvError> {
+        let obs = self.env.step(action)?;
+        self.steps += 1;
+        self.reward += self.env.reward();
+        if let Some(s) = obs.info.get("success").and_then(Value::as_bool) {
+            self.success = Some(s);
+        }
+        Ok(obs)
+    }
+}
+
+impl Tools for EnvTools {
+    fn definitions(&self) -> Vec<ToolDef> {
+        self.definitions.clone()
+    }
+
+    fn call(&mut self, name: &str, arguments: &str) -> sandgym_harnesses::Result<String> {
+        let params: Map<String, Value> = match serde_json::from_str(arguments) {
+            Ok(p) => p,
+            Err(e) => return Ok(format!("error: the arguments are not a JSON object: {e}")),
+        };
+        match self.step(&Action::tool(name, Value::Object(params))) {
+            Ok(obs) => Ok(obs.content),
+            // A bad call is the model's mistake: it reads the error, as from any API.
+            Err(e) if e.is_invalid_action() => Ok(format!("error: {e}")),
+            Err(e) => Err(HarnessError::Tool(e.to_string())),
+        }
+    }
+
+    fn finish(&mut self, answer: &str) -> sandgym_harnesses::Result<()> {
+        match self.step(&Action::respond(answer)) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_invalid_action() => Ok(()),
+            Err(e) => Err(HarnessError::Tool(e.to_string())),
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.env.done().is_done()
+    }
+}
