@@ -368,3 +368,127 @@ fn sft_writes_a_policy_that_eval_loads() {
     );
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn compare_then_serve_the_policy_behind_the_proxy() {
+    // Both approaches on the SQL agent: one iteration of 2 tasks x 2 rollouts, no SFT.
+    let out = tmp("compare");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"tasks_per_iter": 2, "group_size": 2, "sft": {"episodes": 0}}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "compare",
+        "--env",
+        "sql-agent-v0",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (env, proxy) = (&report["env_approach"], &report["proxy_approach"]);
+    assert!(env["integration_lines"].as_u64().unwrap() > 100, "{report}");
+    assert_eq!(proxy["integration_lines"], 0);
+    // The harness consults its sub-agent, so every run makes at least two calls, all recorded.
+    let calls = proxy["model_calls"].as_u64().unwrap();
+    assert!(calls >= 8, "{report}");
+    assert_eq!(proxy["calls_captured_exactly"], calls, "{report}");
+    assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
+    assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
+    assert!(proxy["added_latency_p50_ms"].as_f64().unwrap() >= 0.0);
+    assert!(env["added_latency_p50_ms"].is_null());
+    assert_eq!(env["reward_curve"].as_array().unwrap().len(), 1);
+    assert_eq!(proxy["reward_curve"].as_array().unwrap().len(), 1);
+    assert!(out.join("compare-reward.png").exists());
+    assert!(out.join("proxy/traces.db").exists());
+
+    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
+    let spawn = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (child, line.trim().to_owned())
+    };
+    let ckpt = out.join("env");
+    let (mut server, api) = spawn(&[
+        "serve-policy",
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--port",
+        "0",
+    ]);
+    let db = out.join("cli-traces.db");
+    let (mut proxy_proc, proxy_url) = spawn(&[
+        "proxy",
+        "--upstream",
+        &api,
+        "--port",
+        "0",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let body = serde_json::json!({"model": "sandgym-policy", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "How many customers are there?"}]});
+    let mut resp = ureq::post(&format!("{proxy_url}/rollouts/cli/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert!(
+        answer["choices"][0]["token_ids"].as_array().unwrap().len() > 1,
+        "{answer}"
+    );
+    // Killed without warning, the proxy has still kept what it answered.
+    proxy_proc.kill().unwrap();
+    server.kill().unwrap();
+    let _ = (proxy_proc.wait(), server.wait());
+    let store = sandgym::proxy::TraceStore::open(&db).unwrap();
+    assert_eq!(store.calls("cli").unwrap().len(), 1);
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
+#[test]
+fn bench_proxy_reports_added_latency_and_loses_nothing() {
+    let out = sandgym(&[
+        "bench",
+        "proxy",
+        "--json",
+        "--seconds",
+        "1",
+        "--rate",
+        "500",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["p50_ms", "p99_ms", "requests_per_s"] {
+        assert!(v[key].is_number(), "{key}: {v}");
+    }
+    assert!(v["requests_per_s"].as_f64().unwrap() > 100.0, "{v}");
+    assert_eq!(v["lost_traces"], 0, "{v}");
+}

@@ -48,7 +48,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
         What::Proxy => {
-            super::bench_proxy::run(Duration::from_secs_f64(args.seconds.max(3.0)), args.rate)?
+            super::bench_proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?
         }
         What::Policy => match args.device.check()? {
             #[cfg(feature = "cuda")]

@@ -83,8 +83,11 @@ pub struct Side {
     pub added_latency_p50_ms: Option<f64>,
     /// 99th percentile of it.
     pub added_latency_p99_ms: Option<f64>,
-    /// Env steps per second while playing.
-    pub env_steps_per_s: f64,
+    /// Episodes (harness runs) per second of playing wall time.
+    pub episodes_per_s: f64,
+    /// Env steps per second of time spent inside env steps (env approach only: in the proxy
+    /// approach env calls happen inside the harness, between model calls).
+    pub env_steps_per_s: Option<f64>,
     /// Model calls per second while playing.
     pub calls_per_s: f64,
     /// Wall time of the whole approach, s.
@@ -265,8 +268,11 @@ fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
         calls_captured_exactly: calls,
         generated_tokens: tokens.round() as u64,
         tokens_captured_exactly: tokens.round() as u64,
-        env_steps_per_s: history.iter().map(|m| m.env_steps_per_s).sum::<f64>()
-            / history.len().max(1) as f64,
+        episodes_per_s: history.iter().map(|m| m.episodes as f64).sum::<f64>()
+            / rollout_s.max(1e-9),
+        env_steps_per_s: Some(
+            history.iter().map(|m| m.env_steps_per_s).sum::<f64>() / history.len().max(1) as f64,
+        ),
         calls_per_s: calls as f64 / rollout_s.max(1e-9),
         wall_s,
         reward_curve: history.iter().map(|m| m.reward_mean).collect(),
@@ -304,7 +310,8 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         compressions: harness.compressions,
         added_latency_p50_ms: Some(ms(percentile(&added, 0.5))),
         added_latency_p99_ms: Some(ms(percentile(&added, 0.99))),
-        env_steps_per_s: harness.env_steps as f64 / rollout_s.max(1e-9),
+        episodes_per_s: harness.runs as f64 / rollout_s.max(1e-9),
+        env_steps_per_s: None,
         calls_per_s: harness.model_calls as f64 / rollout_s.max(1e-9),
         wall_s,
         reward_curve: history.iter().map(|it| it.metrics.reward_mean).collect(),
@@ -384,9 +391,15 @@ fn print(r: &Report) {
             opt(p.added_latency_p99_ms),
         ),
         (
-            "env steps/s",
-            format!("{:.0}", e.env_steps_per_s),
-            format!("{:.0}", p.env_steps_per_s),
+            "episodes/s while playing",
+            format!("{:.2}", e.episodes_per_s),
+            format!("{:.2}", p.episodes_per_s),
+        ),
+        (
+            "env steps/s inside the env",
+            e.env_steps_per_s.map_or("-".into(), |v| format!("{v:.0}")),
+            p.env_steps_per_s
+                .map_or("in the harness".into(), |v| format!("{v:.0}")),
         ),
         (
             "model calls/s",
