@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use sandgym_harnesses::{ChatClient, HarnessConfig, Outcome, SqlHarness, SupportHarness};
+use sandgym_harnesses::{ChatClient, Harness, HarnessConfig, Outcome};
 use sandgym_proxy::{
     PolicyServer, Proxy, ProxyConfig, ServerConfig, TraceReader, TraceStats, TraceStore,
 };
@@ -28,9 +28,9 @@ use crate::{Backend, make_env};
 /// Which harness plays an env.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HarnessKind {
-    /// [`SqlHarness`] for `sql-agent`.
+    /// [`Harness::sql`] for `sql-agent`.
     Sql,
-    /// [`SupportHarness`] for `customer-service`.
+    /// [`Harness::support`] for `customer-service`.
     Support,
 }
 
@@ -56,8 +56,8 @@ impl HarnessKind {
         opening: &str,
     ) -> sandgym_harnesses::Result<Outcome> {
         match self {
-            Self::Sql => SqlHarness::new(config).run(client, tools, opening),
-            Self::Support => SupportHarness::new(config).run(client, tools, opening),
+            Self::Sql => Harness::sql(config).run(client, tools, opening),
+            Self::Support => Harness::support(config).run(client, tools, opening),
         }
     }
 }

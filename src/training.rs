@@ -44,6 +44,7 @@ pub fn preset(env: &str, algo: Algo) -> TrainConfig {
                 minibatch: 32,
                 lr: 3e-3,
                 final_turn_only: true,
+                successful_only: true,
             };
         }
         "customer-service" => {
@@ -59,6 +60,7 @@ pub fn preset(env: &str, algo: Algo) -> TrainConfig {
                 minibatch: 8,
                 lr: 2e-3,
                 final_turn_only: false,
+                successful_only: true,
             };
         }
         "guess-number" => {
@@ -116,6 +118,21 @@ pub fn baseline_episodes(
         });
     }
     Ok(out)
+}
+
+/// The SFT data of `config` for `id`: the scripted baseline's first `config.episodes`
+/// train-split episodes (seeds `0..episodes`), only the successful ones when
+/// `config.successful_only`.
+pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<Trajectory>> {
+    Ok(baseline_episodes(
+        id,
+        0..config.episodes as u64,
+        &ResetOptions::split(env_api::Split::Train),
+    )?
+    .into_iter()
+    .filter(|e| e.success || !config.successful_only)
+    .map(|e| e.trajectory)
+    .collect())
 }
 
 /// The report of baseline episodes, comparable with a policy's [`EvalReport`].

@@ -101,7 +101,7 @@ pub use action::{Action, ActionBody, ToolCall};
 pub use checker::{CheckOptions, CheckReport, Finding, check_env, check_env_with};
 pub use env::{Env, ResetOptions, Split};
 pub use error::{EnvError, ErrorKind, Result};
-pub use observation::{Done, Observation};
+pub use observation::{Done, Observation, RESPONSE_SCHEMA};
 pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,

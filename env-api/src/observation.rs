@@ -3,6 +3,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The `info` key under which a reset observation may narrow the env's response schema
+/// ([`EnvSpec::response`](crate::EnvSpec::response)) for this one episode: a JSON Schema value
+/// that constrained decoders use instead of the spec's for the episode's final answer (e.g.
+/// the SQL agent offers only the episode's own tables, columns and the question's words as
+/// string literals — what the agent has been shown, never the answer).
+pub const RESPONSE_SCHEMA: &str = "response_schema";
+
 /// What the agent sees after `reset` or `step`.
 ///
 /// After `reset`, `content` is the task instruction; after a tool call it is the tool's output;

@@ -9,30 +9,28 @@
 //! in production the same code would point at any OpenAI-compatible server.
 //!
 //! ```no_run
-//! use sandgym_harnesses::{ChatClient, HarnessConfig, SqlHarness, Tools};
+//! use sandgym_harnesses::{ChatClient, Harness, HarnessConfig, Tools};
 //! # fn service() -> Box<dyn Tools> { unimplemented!() }
 //! let config = HarnessConfig::new("http://127.0.0.1:8000/v1");
 //! let client = ChatClient::new(&config);
 //! let mut tools = service();
-//! let outcome = SqlHarness::new(config).run(&client, tools.as_mut(), "How many customers are there?")?;
+//! let outcome = Harness::sql(config).run(&client, tools.as_mut(), "How many customers are there?")?;
 //! println!("{}", outcome.answer.unwrap_or_default());
 //! # Ok::<(), sandgym_harnesses::HarnessError>(())
 //! ```
 #![deny(missing_docs)]
 
+mod agents;
 mod client;
 mod config;
 mod conversation;
 mod error;
 pub mod openai;
-mod sql;
-mod support;
 mod tools;
 
+pub use agents::Harness;
 pub use client::ChatClient;
 pub use config::HarnessConfig;
 pub use conversation::Conversation;
 pub use error::{HarnessError, Result};
-pub use sql::SqlHarness;
-pub use support::SupportHarness;
 pub use tools::{Outcome, Tools};

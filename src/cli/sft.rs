@@ -79,14 +79,7 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
             Trajectory::read_jsonl(std::io::BufReader::new(f))?
         }
-        None => sandgym::training::baseline_episodes(
-            &args.env,
-            0..config.sft.episodes as u64,
-            &sandgym::env_api::ResetOptions::split(sandgym::env_api::Split::Train),
-        )?
-        .into_iter()
-        .map(|e| e.trajectory)
-        .collect(),
+        None => sandgym::training::baseline_sft_data(&args.env, &config.sft)?,
     };
     let tools = sandgym::make_env(&args.env, sandgym::Backend::Native, &Default::default())?
         .spec()

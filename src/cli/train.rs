@@ -15,7 +15,7 @@ use sandgym::trainer::{
     Algo, IterMetrics, Learner, TrainConfig, Trainer, policy_dir, read_run_config,
     rollout_settings, sft,
 };
-use sandgym::training::{baseline_episodes, default_tokenizer, env_batch, preset};
+use sandgym::training::{default_tokenizer, env_batch, preset};
 use serde_json::json;
 
 /// Options of `sandgym train`.
@@ -139,12 +139,7 @@ pub(crate) fn fresh_policy<B: AutodiffBackend>(
         return Ok((policy_config, model, tokenizer));
     }
     let clock = Instant::now();
-    let episodes = baseline_episodes(
-        env,
-        0..config.sft.episodes as u64,
-        &ResetOptions::split(Split::Train),
-    )?;
-    let trajectories: Vec<_> = episodes.into_iter().map(|e| e.trajectory).collect();
+    let trajectories = sandgym::training::baseline_sft_data(env, &config.sft)?;
     let tools = sandgym::make_env(env, Backend::Native, &Default::default())?
         .spec()
         .tools
@@ -157,9 +152,14 @@ pub(crate) fn fresh_policy<B: AutodiffBackend>(
         &config.sft,
     )?;
     eprintln!(
-        "sft: {} baseline episodes ({} longer than the context left out), {} epochs",
+        "sft: {} baseline episodes ({} longer than the context left out{}), {} epochs",
         samples.len(),
         skipped,
+        if config.sft.successful_only {
+            ", failed ones not used"
+        } else {
+            ""
+        },
         config.sft.epochs
     );
     let mut learner = Learner::new(

@@ -4,9 +4,12 @@
 use std::time::{Duration, Instant};
 
 use burn::tensor::backend::Backend;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use sandgym_env_api::{
-    Action, AutoReset, BoxEnv, Done, EnvError, ResetOptions, SplitMix64, StepRecord, ToolSpec,
-    Trajectory, VecEnv,
+    Action, AutoReset, BoxEnv, Done, EnvError, EnvSpec, RESPONSE_SCHEMA, ResetOptions, Schema,
+    SplitMix64, StepRecord, ToolSpec, Trajectory, VecEnv,
 };
 use sandgym_policy::{
     ActionLimits, PolicyModel, Rendered, SampleConfig, Template, Tokenizer, ToolCallGrammar,
@@ -109,12 +112,47 @@ pub struct RolloutStats {
     pub env_time: Duration,
 }
 
+/// The grammar of an episode whose reset observation carries `info`: `default`, or the spec's
+/// tools with the episode's own response schema ([`RESPONSE_SCHEMA`]), compiled once per
+/// distinct schema.
+fn episode_grammar(
+    cache: &mut HashMap<String, Arc<ToolCallGrammar>>,
+    default: &Arc<ToolCallGrammar>,
+    spec: &EnvSpec,
+    tokenizer: &Tokenizer,
+    limits: ActionLimits,
+    info: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<Arc<ToolCallGrammar>, String> {
+    let Some(value) = info.get(RESPONSE_SCHEMA) else {
+        return Ok(default.clone());
+    };
+    let key = value.to_string();
+    if let Some(g) = cache.get(&key) {
+        return Ok(g.clone());
+    }
+    let schema: Schema = serde_json::from_value(value.clone())
+        .map_err(|e| format!("the env's {RESPONSE_SCHEMA} is not a schema: {e}"))?;
+    let spec = spec.clone().with_response(schema);
+    let g = Arc::new(
+        ToolCallGrammar::for_spec(tokenizer, &spec, limits)
+            .map_err(|e| format!("the env's {RESPONSE_SCHEMA} does not compile: {e}"))?,
+    );
+    if cache.len() >= 4096 {
+        cache.clear();
+    }
+    cache.insert(key, g.clone());
+    Ok(g)
+}
+
 /// Plays batches of episodes: `VecEnv` workers step the envs in parallel, the policy samples
 /// every live episode's next action in one batched, KV-cached, constrained generation.
 pub struct RolloutEngine {
     envs: VecEnv,
+    spec: EnvSpec,
     tools: Vec<ToolSpec>,
-    grammar: ToolCallGrammar,
+    grammar: Arc<ToolCallGrammar>,
+    /// Grammars of per-episode response schemas ([`RESPONSE_SCHEMA`]), by schema text.
+    episode_grammars: HashMap<String, Arc<ToolCallGrammar>>,
     tokenizer: Tokenizer,
     settings: RolloutSettings,
 }
@@ -155,11 +193,17 @@ impl RolloutEngine {
             .spec()
             .clone();
         let tools = spec.tools.clone();
-        let grammar = ToolCallGrammar::for_spec(&tokenizer, &spec, settings.limits)?;
+        let grammar = Arc::new(ToolCallGrammar::for_spec(
+            &tokenizer,
+            &spec,
+            settings.limits,
+        )?);
         Ok(Self {
             envs: VecEnv::new(envs, threads, AutoReset::Disabled),
+            spec,
             tools,
             grammar,
+            episode_grammars: HashMap::new(),
             tokenizer,
             settings,
         })
@@ -195,6 +239,7 @@ impl RolloutEngine {
         stats.env_steps += resets.len();
         stats.env_time += clock.elapsed();
         let mut episodes: Vec<Episode> = Vec::with_capacity(jobs.len());
+        let mut grammars: Vec<Arc<ToolCallGrammar>> = Vec::with_capacity(jobs.len());
         let mut instruction: Vec<String> = Vec::with_capacity(jobs.len());
         let mut live = Vec::new();
         for ((i, reset), &(group, seed)) in resets.into_iter().zip(jobs) {
@@ -204,17 +249,30 @@ impl RolloutEngine {
                 trajectory: Trajectory::new(format!("{group}-{seed}-{i}")),
                 ..Episode::default()
             };
-            match reset {
-                Ok(obs) => {
+            let started = reset.map_err(|e| env_error_text(&e)).and_then(|obs| {
+                episode_grammar(
+                    &mut self.episode_grammars,
+                    &self.grammar,
+                    &self.spec,
+                    &self.tokenizer,
+                    self.settings.limits,
+                    &obs.info,
+                )
+                .map(|g| (obs, g))
+            });
+            match started {
+                Ok((obs, grammar)) => {
                     let text = cut(&obs.content, self.settings.max_observation_chars * 4);
                     ep.push(template.prompt(&self.tools, &text)?);
                     instruction.push(obs.content);
+                    grammars.push(grammar);
                     live.push(i);
                 }
-                Err(e) => {
-                    ep.error = Some(env_error_text(&e));
+                Err(why) => {
+                    ep.error = Some(why);
                     ep.done = Done::Truncated;
                     instruction.push(String::new());
+                    grammars.push(self.grammar.clone());
                 }
             }
             episodes.push(ep);
@@ -241,7 +299,7 @@ impl RolloutEngine {
                 .collect();
             let mut constraints = live
                 .iter()
-                .map(|_| self.grammar.matcher().map(Some))
+                .map(|&i| grammars[i].matcher().map(Some))
                 .collect::<sandgym_policy::Result<Vec<_>>>()?;
             let sample = SampleConfig {
                 temperature,

@@ -27,6 +27,9 @@ pub struct SftConfig {
     /// policy that answers in one turn (`max_turns: 1`), when the recorded agent first checked
     /// its answer with a tool.
     pub final_turn_only: bool,
+    /// Keep only the recorded episodes that succeeded (rejection-sampled behaviour cloning):
+    /// a scripted baseline's failures teach the policy its mistakes.
+    pub successful_only: bool,
 }
 
 impl Default for SftConfig {
@@ -37,6 +40,7 @@ impl Default for SftConfig {
             minibatch: 16,
             lr: 2e-3,
             final_turn_only: false,
+            successful_only: false,
         }
     }
 }

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use sandgym_env_api::{
-    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, ToolSpec, begin_step,
+    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, RESPONSE_SCHEMA,
+    ResetOptions, Result, Schema, ToolSpec, begin_step,
 };
 
 use crate::engine::{self, Image, Outcome};
@@ -296,6 +296,29 @@ fn spec(tables: &[String], columns: &[String], reward: &RewardConfig) -> EnvSpec
         .with_max_episode_steps(8)
 }
 
+/// The answer's shape for one episode: the database's own tables and columns, and string
+/// literals taken from the question's words (what the agent is shown, never the answer).
+fn episode_schema(task: &Task, db: &Image) -> Schema {
+    let tables = table_names(db);
+    let mut columns: Vec<String> = tables
+        .iter()
+        .flat_map(|t| {
+            db.items[t]
+                .schema
+                .column_defs
+                .iter()
+                .flatten()
+                .map(|c| c.name.clone())
+        })
+        .collect();
+    columns.sort();
+    columns.dedup();
+    let strings = crate::question_literals(&task.question);
+    Schema::string()
+        .with_length(1, MAX_QUERY_CHARS)
+        .with_pattern(crate::sql_pattern_for(&tables, &columns, &strings))
+}
+
 fn table_names(db: &Image) -> Vec<String> {
     let mut names: Vec<String> = db.items.keys().cloned().collect();
     names.sort();
@@ -386,7 +409,8 @@ impl Env for SqlAgentEnv {
         self.db = shared.images[&t.database].clone();
         let last = Observation::new(instruction(t, &self.db))
             .with_info("task", t.id.clone())
-            .with_info("database", t.database.clone());
+            .with_info("database", t.database.clone())
+            .with_info(RESPONSE_SCHEMA, episode_schema(t, &self.db).to_value());
         self.episode = Episode {
             task,
             last: last.clone(),

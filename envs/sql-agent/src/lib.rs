@@ -35,5 +35,5 @@ mod tasks;
 
 pub use baseline::SqlBaseline;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
-pub use pattern::sql_pattern;
+pub use pattern::{question_literals, sql_pattern, sql_pattern_for};
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

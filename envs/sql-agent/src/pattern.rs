@@ -33,12 +33,46 @@ fn alternatives(words: &[String]) -> String {
 /// assert!(p.starts_with("^SELECT ") && p.ends_with('$'));
 /// ```
 pub fn sql_pattern(tables: &[String], columns: &[String]) -> String {
+    pattern(tables, columns, "'([^']|''){0,48}'")
+}
+
+/// [`sql_pattern`] for one episode: its database's `tables` and `columns`, and string literals
+/// limited to `strings` (the spans of the question, [`question_literals`]).
+///
+/// ```
+/// use sandgym_env_sql::{question_literals, sql_pattern_for};
+/// let strings = question_literals("How many customers live in New York?");
+/// assert!(strings.contains(&"New York".to_owned()));
+/// let p = sql_pattern_for(&["customers".into()], &["city".into()], &strings);
+/// assert!(p.contains("'(New York|"));
+/// ```
+pub fn sql_pattern_for(tables: &[String], columns: &[String], strings: &[String]) -> String {
+    pattern(tables, columns, &format!("'{}'", alternatives(strings)))
+}
+
+/// Every run of one to four consecutive words of `question` (punctuation around words
+/// dropped), the candidates for the string literals of its query.
+pub fn question_literals(question: &str) -> Vec<String> {
+    let words: Vec<&str> = question
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty() && !w.contains('\''))
+        .collect();
+    let mut out: Vec<String> = (0..words.len())
+        .flat_map(|i| (i + 1..=(i + 4).min(words.len())).map(move |j| (i, j)))
+        .map(|(i, j)| words[i..j].join(" "))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn pattern(tables: &[String], columns: &[String], string: &str) -> String {
     let t = alternatives(tables);
     let c = format!("({t}\\.)?{}", alternatives(columns));
     let agg = format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c})\\)");
     let item = format!("({agg}|{c}|\\*|[0-9]{{1,6}})");
     let number = "-?[0-9]{1,9}(\\.[0-9]{1,6})?";
-    let string = "'([^']|''){0,48}'";
     let value = format!("({number}|{string}|\\(SELECT {agg} FROM {t}\\))");
     let cond = format!("{c} (=|!=|<>|<|>|<=|>=) {value}");
     format!(

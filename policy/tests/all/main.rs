@@ -220,6 +220,19 @@ fn the_baselines_actions_are_in_the_constrained_language() {
     }
 }
 
+/// Whether the constraint lets `action`'s rendering through, token by token, to its end.
+fn fits(grammar: &ToolCallGrammar, template: &Template, action: &Action) -> bool {
+    let rendered = template.action(action).unwrap();
+    let mut matcher = grammar.matcher().unwrap();
+    for &id in &rendered.ids[1..] {
+        if !matcher.allowed().unwrap()[id as usize] {
+            return false;
+        }
+        matcher.consume(id).unwrap();
+    }
+    matcher.is_finished()
+}
+
 #[test]
 fn every_gold_and_baseline_query_fits_the_sql_envs_declared_shape() {
     // The SQL env declares the shape of its queries (run_sql and the final response); the
@@ -240,17 +253,7 @@ fn every_gold_and_baseline_query_fits_the_sql_envs_declared_shape() {
     for (_, t) in episodes().iter().step_by(2) {
         queries.extend(t.records.iter().filter_map(|r| r.response.clone()));
     }
-    let fits = |action: &Action| {
-        let rendered = template.action(action).unwrap();
-        let mut matcher = grammar.matcher().unwrap();
-        for &id in &rendered.ids[1..] {
-            if !matcher.allowed().unwrap()[id as usize] {
-                return false;
-            }
-            matcher.consume(id).unwrap();
-        }
-        matcher.is_finished()
-    };
+    let fits = |action: &Action| fits(&grammar, &template, action);
     for q in &queries {
         assert!(
             fits(&Action::respond(q.clone())),
@@ -273,4 +276,39 @@ fn every_gold_and_baseline_query_fits_the_sql_envs_declared_shape() {
             assert!(answer.starts_with("SELECT "), "{answer}");
         }
     }
+}
+
+#[test]
+fn every_gold_query_fits_its_episodes_narrowed_shape() {
+    // Each SQL episode narrows the answer to its database's identifiers and the question's own
+    // words as string literals; the gold query must still fit, a foreign literal must not.
+    let tok = tokenizer();
+    let template = Template::new(tok);
+    let mut env = SqlAgentEnv::new().unwrap();
+    let limits = ActionLimits {
+        thought_chars: 0,
+        response_chars: 400,
+    };
+    let tasks = sandgym_env_sql::bundled_tasks();
+    let mut compiled = 0;
+    for task in tasks.tasks.iter().step_by(3) {
+        let obs = env
+            .reset(0, &ResetOptions::split(task.split).with_task(&task.id))
+            .unwrap();
+        let schema: sandgym_env_api::Schema =
+            serde_json::from_value(obs.info[sandgym_env_api::RESPONSE_SCHEMA].clone()).unwrap();
+        let spec = env.spec().clone().with_response(schema);
+        let grammar = ToolCallGrammar::for_spec(tok, &spec, limits).unwrap();
+        compiled += 1;
+        let fits = |answer: &str| fits(&grammar, &template, &Action::respond(answer));
+        assert!(fits(&task.gold_sql), "{}: {}", task.id, task.gold_sql);
+        if task.gold_sql.contains(" = '") {
+            let foreign = format!(
+                "{} = 'Atlantis'",
+                task.gold_sql.split(" = '").next().unwrap()
+            );
+            assert!(!fits(&foreign), "{}: {foreign}", task.id);
+        }
+    }
+    assert!(compiled > 150);
 }

@@ -1,7 +1,7 @@
 //! Harness runs through the proxy become trajectories with exactly the sampled tokens, and
 //! context changes are counted as drift, not lost.
 
-use sandgym_harnesses::{ChatClient, HarnessConfig, Outcome, SupportHarness};
+use sandgym_harnesses::{ChatClient, Harness, HarnessConfig, Outcome};
 use sandgym_proxy::{PolicyServer, Proxy, ProxyConfig, TraceReader, TraceStats, TraceStore};
 
 use crate::common::{FakeTools, LIMITS, post, server_config, temp_dir, tiny_policy};
@@ -141,7 +141,7 @@ fn run_harness_from(
             config.history_chars = history;
             let client = ChatClient::new(&config);
             let mut tools = FakeTools::new(answer);
-            let outcome = SupportHarness::new(config)
+            let outcome = Harness::support(config)
                 .run(&client, &mut tools, "What is alpha?")
                 .expect("the harness runs");
             let (status, _) = post(
