@@ -413,6 +413,36 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert!(out.join("compare-reward.png").exists());
     assert!(out.join("proxy/traces.db").exists());
 
+    // `train --source proxy`: the same proxy path as a training run of its own.
+    let px = out.join("px");
+    let run = sandgym(&[
+        "train",
+        "--env",
+        "sql-agent-v0",
+        "--source",
+        "proxy",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        px.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let metrics = std::fs::read_to_string(px.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 1);
+    let store = sandgym::proxy::TraceStore::open(&px.join("traces.db")).unwrap();
+    assert!(store.count().unwrap() >= 8);
+    let bad = sandgym(&["train", "--env", "guess-number-v0", "--source", "proxy"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no harness"));
+
     // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
     let spawn = |args: &[&str]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))

@@ -80,6 +80,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         if args.device != DeviceKind::Cpu {
             anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
         }
+        if let Some(env) = &args.env
+            && sandgym::approach::HarnessKind::for_env(env).is_none()
+        {
+            anyhow::bail!("{env} has no harness (sql-agent and customer-service do)");
+        }
         return train_proxy(args);
     }
     match args.device.check()? {
