@@ -326,6 +326,8 @@ impl ProxyApproach {
             .filter_map(|eps| eps.last().cloned())
             .collect();
         let episodes: Vec<_> = per_run.into_iter().flatten().collect();
+        // Model calls and env steps interleave inside the harness runs: both rates are per
+        // second of the whole playing time.
         let stats = RolloutStats {
             generated_tokens: (self.server.generated_tokens() - tokens_before) as usize,
             generate_time: clock.elapsed(),

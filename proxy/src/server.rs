@@ -210,15 +210,26 @@ fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
         seed,
     };
     let result = {
-        let model = state.model.read().expect("model lock");
-        generate(
-            &model,
-            &prompts,
-            &mut matchers,
-            state.tokenizer.end(),
-            &config,
-            &Default::default(),
-        )
+        let model = state
+            .model
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A failure inside generation answers this batch with 500s and leaves the server up.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            generate(
+                &model,
+                &prompts,
+                &mut matchers,
+                state.tokenizer.end(),
+                &config,
+                &Default::default(),
+            )
+        }))
+        .unwrap_or_else(|_| {
+            Err(sandgym_policy::PolicyError::Constraint(
+                "generation panicked".into(),
+            ))
+        })
     };
     match result {
         Ok(samples) => {

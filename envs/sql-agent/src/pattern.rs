@@ -44,7 +44,7 @@ pub fn sql_pattern(tables: &[String], columns: &[String]) -> String {
 /// let strings = question_literals("How many customers live in New York?");
 /// assert!(strings.contains(&"New York".to_owned()));
 /// let p = sql_pattern_for(&["customers".into()], &["city".into()], &strings);
-/// assert!(p.contains("'(New York|"));
+/// assert!(p.contains("|New York|"));
 /// ```
 pub fn sql_pattern_for(tables: &[String], columns: &[String], strings: &[String]) -> String {
     pattern(tables, columns, &format!("'{}'", alternatives(strings)))

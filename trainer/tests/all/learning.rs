@@ -28,7 +28,7 @@ fn config(algo: Algo, iters: u32) -> TrainConfig {
 
 fn initial() -> PolicyModel<CpuTrain> {
     let tok = crate::guess_tokenizer(MAX);
-    crate::tiny(tok.vocab_size()).init::<CpuTrain>(&sandgym_policy::select_device())
+    crate::seeded::<CpuTrain>(&crate::tiny(tok.vocab_size()), 11)
 }
 
 fn trainer(
@@ -67,8 +67,10 @@ fn mean(ms: &[IterMetrics]) -> f64 {
 #[test]
 fn grpo_learns_to_read_the_instruction() {
     // The instruction names one of four tools: chance is 1/4 (less while the untrained policy
-    // also answers in free text); reading the instruction earns 1. The run rises from about
-    // 0.15 to 0.95-1.0 (other seeds tried plateau near 0.75, one colour left wrong).
+    // also answers in free text); reading the instruction earns 1. The run rises from about 0.1
+    // to 0.95-1.0 by iteration 16. (The initial weights come from a seeded, locked init: with
+    // the backend's global random source unseeded, runs started from other weights and some
+    // plateaued near 0.3-0.5.)
     let out = tmp("learn");
     let tok = crate::pick_tokenizer();
     let device = sandgym_policy::select_device();
@@ -85,7 +87,7 @@ fn grpo_learns_to_read_the_instruction() {
         json!({"env": "pick-tool"}),
         c,
         pc.clone(),
-        pc.init(&device),
+        crate::seeded(&pc, 11),
         tok,
         envs,
         ResetOptions::default(),
@@ -103,7 +105,7 @@ fn grpo_learns_to_read_the_instruction() {
             .collect::<Vec<_>>()
     );
     assert!(
-        end >= start + 0.35 && end >= 0.6,
+        end >= start + 0.5 && end >= 0.8,
         "no learning: {start:.3} -> {end:.3}"
     );
     // The run directory holds what it promises.
@@ -252,7 +254,7 @@ fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage(
         json!({}),
         c.clone(),
         pc.clone(),
-        pc.init(&device),
+        crate::seeded(&pc, 11),
         tok,
         crate::guess_envs(4, MAX),
         ResetOptions::default(),

@@ -119,6 +119,22 @@ pub fn pick_tokenizer() -> Tokenizer {
 }
 
 /// A very small policy.
+/// A model of `config` initialised from `seed`. The backend's random source is global, so
+/// seeding and initialising happen under one lock shared by every test here: without it, runs
+/// of the same test start from different weights.
+pub fn seeded<B: burn::tensor::backend::Backend>(
+    config: &PolicyConfig,
+    seed: u64,
+) -> sandgym_policy::PolicyModel<B> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let device = Default::default();
+    B::seed(&device, seed);
+    config.init::<B>(&device)
+}
+
 pub fn tiny(vocab: usize) -> PolicyConfig {
     PolicyConfig::new(vocab)
         .with_d_model(32)

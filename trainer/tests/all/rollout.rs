@@ -24,7 +24,7 @@ fn settings() -> RolloutSettings {
 fn episodes_hold_exactly_what_the_policy_saw_and_sampled() {
     let tok = crate::guess_tokenizer(8);
     let device = sandgym_policy::select_device();
-    let model = crate::tiny(tok.vocab_size()).init::<Cpu>(&device);
+    let model = crate::seeded::<Cpu>(&crate::tiny(tok.vocab_size()), 5);
     let mut engine =
         RolloutEngine::new(crate::guess_envs(6, 8), 2, tok.clone(), settings()).unwrap();
     let jobs: Vec<(usize, u64)> = (0..6).map(|i| (i / 2, 100 + i as u64 / 2)).collect();
@@ -122,7 +122,7 @@ impl Env for Flaky {
 fn a_failing_env_ends_only_its_own_episode() {
     let tok = crate::guess_tokenizer(8);
     let device = sandgym_policy::select_device();
-    let model = crate::tiny(tok.vocab_size()).init::<Cpu>(&device);
+    let model = crate::seeded::<Cpu>(&crate::tiny(tok.vocab_size()), 5);
     let envs: Vec<BoxEnv> = (0..4)
         .map(|_| {
             Box::new(Flaky {
