@@ -39,7 +39,18 @@ enum Command {
     Bench(cli::bench::Args),
 }
 
+/// Output piped into a reader that stops early (`sandgym bench proxy | head`) ends the
+/// process quietly, as for other Unix tools, instead of a panic in `println!`.
+fn quiet_broken_pipes() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default SIGPIPE disposition at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_broken_pipes();
     let cli = Cli::parse();
     sandgym::register_builtin_envs();
     let result = match cli.command {

@@ -143,7 +143,11 @@ impl PolicyServer {
 
     /// Replaces the served weights (e.g. after a training step).
     pub fn set_model(&self, model: PolicyModel<Cpu>) {
-        *self.state.model.write().expect("model lock") = model;
+        *self
+            .state
+            .model
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = model;
     }
 
     /// Every completion served so far, when the journal is on.
