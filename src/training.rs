@@ -135,6 +135,27 @@ pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<Tra
     .collect())
 }
 
+/// SFT samples of `trajectories` for `env`, rendered with its tools the way `config`'s
+/// rollouts render episodes; also the number left out as longer than the context.
+pub fn sft_samples(
+    env: &str,
+    tokenizer: &crate::policy::Tokenizer,
+    trajectories: &[Trajectory],
+    config: &TrainConfig,
+) -> anyhow::Result<(Vec<sandgym_trainer::Sample>, usize)> {
+    let tools = make_env(env, Backend::Native, &Map::new())?
+        .spec()
+        .tools
+        .clone();
+    Ok(sandgym_trainer::sft::samples(
+        tokenizer,
+        &tools,
+        trajectories,
+        &sandgym_trainer::rollout_settings(config),
+        &config.sft,
+    )?)
+}
+
 /// The report of baseline episodes, comparable with a policy's [`EvalReport`].
 pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
     let n = episodes.len().max(1) as f64;

@@ -9,13 +9,29 @@
 //! in production the same code would point at any OpenAI-compatible server.
 //!
 //! ```no_run
-//! use sandgym_harnesses::{ChatClient, Harness, HarnessConfig, Tools};
-//! # fn service() -> Box<dyn Tools> { unimplemented!() }
+//! use sandgym_harnesses::openai::ToolDef;
+//! use sandgym_harnesses::{ChatClient, Harness, HarnessConfig, Result, Tools};
+//!
+//! /// A database service with no tools, that prints the answer it is given.
+//! struct Printer(bool);
+//!
+//! impl Tools for Printer {
+//!     fn definitions(&self) -> Vec<ToolDef> { Vec::new() }
+//!     fn call(&mut self, name: &str, _arguments: &str) -> Result<String> {
+//!         Ok(format!("error: no tool {name}"))
+//!     }
+//!     fn finish(&mut self, answer: &str) -> Result<()> {
+//!         println!("{answer}");
+//!         self.0 = true;
+//!         Ok(())
+//!     }
+//!     fn finished(&self) -> bool { self.0 }
+//! }
+//!
 //! let config = HarnessConfig::new("http://127.0.0.1:8000/v1");
 //! let client = ChatClient::new(&config);
-//! let mut tools = service();
-//! let outcome = Harness::sql(config).run(&client, tools.as_mut(), "How many customers are there?")?;
-//! println!("{}", outcome.answer.unwrap_or_default());
+//! let outcome = Harness::sql(config).run(&client, &mut Printer(false), "How many customers are there?")?;
+//! println!("{} model calls", outcome.model_calls);
 //! # Ok::<(), sandgym_harnesses::HarnessError>(())
 //! ```
 #![deny(missing_docs)]

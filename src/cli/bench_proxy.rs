@@ -99,7 +99,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> u64 {
 }
 
 fn ms(us: i64) -> Value {
-    json!((us as f64 / 1000.0 * 1000.0).round() / 1000.0)
+    json!(us as f64 / 1000.0)
 }
 
 /// Runs the benchmark for `budget` per phase at `rate` requests/s.

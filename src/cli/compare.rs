@@ -294,7 +294,7 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         .map(|v| v.max(0) as u64)
         .collect();
     added.sort_unstable();
-    let ms = |us: u64| (us as f64 / 1000.0 * 1000.0).round() / 1000.0;
+    let ms = |us: u64| us as f64 / 1000.0;
     let rollout_s: f64 = history.iter().map(|it| it.rollout_s).sum();
     Ok(Side {
         integration_lines: 0,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Trajectory;
 use sandgym::policy::{DeviceKind, checkpoint};
-use sandgym::trainer::{Algo, Learner, policy_dir, rollout_settings, sft};
+use sandgym::trainer::{Algo, Learner, policy_dir, sft};
 
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
@@ -81,17 +81,8 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         }
         None => sandgym::training::baseline_sft_data(&args.env, &config.sft)?,
     };
-    let tools = sandgym::make_env(&args.env, sandgym::Backend::Native, &Default::default())?
-        .spec()
-        .tools
-        .clone();
-    let (samples, skipped) = sft::samples(
-        &tokenizer,
-        &tools,
-        &trajectories,
-        &rollout_settings(&config),
-        &config.sft,
-    )?;
+    let (samples, skipped) =
+        sandgym::training::sft_samples(&args.env, &tokenizer, &trajectories, &config)?;
     anyhow::ensure!(
         !samples.is_empty(),
         "no usable episodes ({skipped} longer than the context)"

@@ -145,17 +145,8 @@ pub(crate) fn fresh_policy<B: AutodiffBackend>(
     }
     let clock = Instant::now();
     let trajectories = sandgym::training::baseline_sft_data(env, &config.sft)?;
-    let tools = sandgym::make_env(env, Backend::Native, &Default::default())?
-        .spec()
-        .tools
-        .clone();
-    let (samples, skipped) = sft::samples(
-        &tokenizer,
-        &tools,
-        &trajectories,
-        &rollout_settings(config),
-        &config.sft,
-    )?;
+    let (samples, skipped) =
+        sandgym::training::sft_samples(env, &tokenizer, &trajectories, config)?;
     eprintln!(
         "sft: {} baseline episodes ({} longer than the context left out{}), {} epochs",
         samples.len(),
