@@ -72,6 +72,7 @@ struct Shared {
     /// Column descriptions of the bundled databases, by `table.column`.
     about: BTreeMap<String, &'static str>,
     images: BTreeMap<String, Image>,
+    catalogs: BTreeMap<String, Catalog>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -173,6 +174,10 @@ impl SqlAgentEnv {
                             .iter()
                             .map(move |c| (format!("{}.{}", t.name, c.name), c.about))
                     })
+                    .collect(),
+                catalogs: images
+                    .iter()
+                    .map(|(name, db)| (name.clone(), Catalog::of(db)))
                     .collect(),
                 images,
             }),
@@ -296,27 +301,56 @@ fn spec(tables: &[String], columns: &[String], reward: &RewardConfig) -> EnvSpec
         .with_max_episode_steps(8)
 }
 
-/// The answer's shape for one episode: the database's own tables and columns, and string
-/// literals taken from the question's words (what the agent is shown, never the answer).
-fn episode_schema(task: &Task, db: &Image) -> Schema {
-    let tables = table_names(db);
-    let mut columns: Vec<String> = tables
-        .iter()
-        .flat_map(|t| {
-            db.items[t]
-                .schema
-                .column_defs
-                .iter()
-                .flatten()
-                .map(|c| c.name.clone())
-        })
-        .collect();
-    columns.sort();
-    columns.dedup();
-    let strings = crate::question_literals(&task.question);
-    Schema::string()
-        .with_length(1, MAX_QUERY_CHARS)
-        .with_pattern(crate::sql_pattern_for(&tables, &columns, &strings))
+/// What an episode's answer may name: the database's tables with their columns, and its text
+/// values (for linking the question's words to literals).
+struct Catalog {
+    tables: Vec<crate::pattern::TableColumns>,
+    values: std::collections::BTreeSet<String>,
+}
+
+impl Catalog {
+    fn of(db: &Image) -> Self {
+        let tables = table_names(db)
+            .into_iter()
+            .map(|t| {
+                let cols = db.items[&t]
+                    .schema
+                    .column_defs
+                    .iter()
+                    .flatten()
+                    .map(|c| c.name.clone())
+                    .collect();
+                (t, cols)
+            })
+            .collect();
+        let values = db
+            .items
+            .values()
+            .flat_map(|item| item.rows.values().flatten())
+            .filter_map(|v| match v {
+                gluesql::core::data::Value::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        Self { tables, values }
+    }
+
+    /// The answer's shape for one episode: this database's tables and columns, string literals
+    /// from the question's words that are values of the database (every span when none is),
+    /// and numbers from the question — what the agent is shown, never the answer.
+    fn episode_schema(&self, task: &Task) -> Schema {
+        let spans = crate::question_literals(&task.question);
+        let linked: Vec<String> = spans
+            .iter()
+            .filter(|s| self.values.contains(*s))
+            .cloned()
+            .collect();
+        let strings = if linked.is_empty() { spans } else { linked };
+        let numbers = crate::question_numbers(&task.question);
+        Schema::string()
+            .with_length(1, MAX_QUERY_CHARS)
+            .with_pattern(crate::sql_pattern_for(&self.tables, &strings, &numbers))
+    }
 }
 
 fn table_names(db: &Image) -> Vec<String> {
@@ -410,7 +444,10 @@ impl Env for SqlAgentEnv {
         let last = Observation::new(instruction(t, &self.db))
             .with_info("task", t.id.clone())
             .with_info("database", t.database.clone())
-            .with_info(RESPONSE_SCHEMA, episode_schema(t, &self.db).to_value());
+            .with_info(
+                RESPONSE_SCHEMA,
+                shared.catalogs[&t.database].episode_schema(t).to_value(),
+            );
         self.episode = Episode {
             task,
             last: last.clone(),

@@ -35,5 +35,7 @@ mod tasks;
 
 pub use baseline::SqlBaseline;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
-pub use pattern::{question_literals, sql_pattern, sql_pattern_for};
+pub use pattern::{
+    TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
+};
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

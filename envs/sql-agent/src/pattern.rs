@@ -36,18 +36,99 @@ pub fn sql_pattern(tables: &[String], columns: &[String]) -> String {
     pattern(tables, columns, "'([^']|''){0,48}'")
 }
 
-/// [`sql_pattern`] for one episode: its database's `tables` and `columns`, and string literals
-/// limited to `strings` (the spans of the question, [`question_literals`]).
+/// One table of a database and its columns, as [`sql_pattern_for`] takes them.
+pub type TableColumns = (String, Vec<String>);
+
+/// [`sql_pattern`] narrowed to one episode: a query over `tables` where a column without a
+/// table name belongs to the `FROM` table (a qualified `table.column` may name any table's own
+/// column, as joins need), every string literal is one of `strings` and every number one of
+/// `numbers` (with none, no numeric literal and no `LIMIT`). The env passes the question's
+/// spans that are values of its database ([`question_literals`], falling back to every span
+/// when none is) and the question's numbers ([`question_numbers`]): literals are copied, not
+/// spelled.
 ///
 /// ```
-/// use sandgym_env_sql::{question_literals, sql_pattern_for};
-/// let strings = question_literals("How many customers live in New York?");
-/// assert!(strings.contains(&"New York".to_owned()));
-/// let p = sql_pattern_for(&["customers".into()], &["city".into()], &strings);
-/// assert!(p.contains("|New York|"));
+/// use sandgym_env_sql::{question_literals, question_numbers, sql_pattern_for};
+/// let tables = [("customers".to_owned(), vec!["city".to_owned(), "name".to_owned()])];
+/// let question = "List 3 customers who live in New York.";
+/// let p = sql_pattern_for(&tables, &question_literals(question), &question_numbers(question));
+/// assert!(p.contains("|New York|") && p.contains("(3)"));
 /// ```
-pub fn sql_pattern_for(tables: &[String], columns: &[String], strings: &[String]) -> String {
-    pattern(tables, columns, &format!("'{}'", alternatives(strings)))
+pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[String]) -> String {
+    let names: Vec<String> = tables.iter().map(|(t, _)| t.clone()).collect();
+    let t = alternatives(&names);
+    let qualified = tables
+        .iter()
+        .map(|(table, cols)| format!("{}\\.{}", escape(table), alternatives(cols)))
+        .collect::<Vec<_>>()
+        .join("|");
+    let qualified = format!("({qualified})");
+    let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c})\\)");
+    let subqueries = tables
+        .iter()
+        .map(|(table, cols)| {
+            format!(
+                "\\(SELECT {} FROM {}\\)",
+                agg_of(&alternatives(cols)),
+                escape(table)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("|");
+    let string = format!("'{}'", alternatives(strings));
+    let integers: Vec<String> = numbers
+        .iter()
+        .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+        .cloned()
+        .collect();
+    let value = if numbers.is_empty() {
+        format!("({string}|{subqueries})")
+    } else {
+        format!("({}|{string}|{subqueries})", alternatives(numbers))
+    };
+    let limit = if integers.is_empty() {
+        String::new()
+    } else {
+        format!("( LIMIT {})?", alternatives(&integers))
+    };
+    let branches = tables
+        .iter()
+        .map(|(table, cols)| {
+            let c = format!("({qualified}|{})", alternatives(cols));
+            let agg = agg_of(&c);
+            let item = format!("({agg}|{c}|\\*)");
+            let cond = format!("{c} (=|!=|<>|<|>|<=|>=) {value}");
+            format!(
+                "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {}( JOIN {t} ON {qualified} = {qualified}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}",
+                escape(table)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("|");
+    format!("^({branches})$")
+}
+
+/// The numbers written in `question` (integers and decimals, as written), the candidates for
+/// the numeric literals of its query.
+///
+/// ```
+/// let n = sandgym_env_sql::question_numbers("Which 3 students have a gpa above 3.5?");
+/// assert_eq!(n, ["3", "3.5"]);
+/// ```
+pub fn question_numbers(question: &str) -> Vec<String> {
+    let mut out: Vec<String> = question
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_digit()))
+        .filter(|w| {
+            !w.is_empty()
+                && w.chars().all(|c| c.is_ascii_digit() || c == '.')
+                && w.matches('.').count() <= 1
+        })
+        .map(str::to_owned)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Every run of one to four consecutive words of `question` (punctuation around words

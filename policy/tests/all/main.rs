@@ -302,13 +302,37 @@ fn every_gold_query_fits_its_episodes_narrowed_shape() {
         compiled += 1;
         let fits = |answer: &str| fits(&grammar, &template, &Action::respond(answer));
         assert!(fits(&task.gold_sql), "{}: {}", task.id, task.gold_sql);
-        if task.gold_sql.contains(" = '") {
-            let foreign = format!(
-                "{} = 'Atlantis'",
-                task.gold_sql.split(" = '").next().unwrap()
-            );
+        if let Some((head, _)) = task.gold_sql.split_once(" = '") {
+            // Only literals that are the question's words, and of those only the database's
+            // values (here every string literal of a gold query is one).
+            let foreign = format!("{head} = 'Atlantis'");
             assert!(!fits(&foreign), "{}: {foreign}", task.id);
+            let first_word = task.question.split_whitespace().next().unwrap();
+            let unlinked = format!("{head} = '{first_word}'");
+            assert!(!fits(&unlinked), "{}: {unlinked}", task.id);
+        }
+        if let Some((head, _)) = task.gold_sql.split_once(" LIMIT ") {
+            let unasked = format!("{head} LIMIT 97");
+            assert!(!fits(&unasked), "{}: {unasked}", task.id);
         }
     }
     assert!(compiled > 150);
+    // A column without a table name must belong to the FROM table; a qualified one to its own.
+    let obs = env
+        .reset(
+            0,
+            &ResetOptions::split(Split::Train).with_task("shop-count_city-0-0"),
+        )
+        .unwrap();
+    let schema: sandgym_env_api::Schema =
+        serde_json::from_value(obs.info[sandgym_env_api::RESPONSE_SCHEMA].clone()).unwrap();
+    let spec = env.spec().clone().with_response(schema);
+    let grammar = ToolCallGrammar::for_spec(tok, &spec, limits).unwrap();
+    let fits = |answer: &str| fits(&grammar, &template, &Action::respond(answer));
+    assert!(fits("SELECT COUNT(*) FROM customers WHERE city = 'Paris'"));
+    assert!(!fits("SELECT COUNT(*) FROM products WHERE city = 'Paris'"));
+    assert!(!fits("SELECT name FROM orders"));
+    assert!(!fits("SELECT customers.price FROM customers"));
+    assert!(!fits("SELECT COUNT(*) FROM customers WHERE city = 'many'"));
+    assert!(!fits("SELECT COUNT(*) FROM customers WHERE city = 20"));
 }
