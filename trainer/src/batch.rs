@@ -2,7 +2,7 @@
 //! padded tensors of a minibatch.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::advantage;
 use crate::config::{Algo, Credit, KlMode, OnEnvError, TrainConfig};
@@ -212,8 +212,14 @@ pub struct Tensors<B: Backend> {
     pub bias: Tensor<B, 4>,
     /// `[b, t]` targets.
     pub targets: Tensor<B, 2, Int>,
-    /// `[b, t, vocab]` allowed tokens per target.
-    pub allowed: Tensor<B, 3, Bool>,
+    /// `[k]` the flat indices (`row * t + position`) of the `k` trainable targets: the losses
+    /// are computed on these rows of the logits only.
+    pub rows: Tensor<B, 1, Int>,
+    /// `[k]` the targets at `rows`.
+    pub row_targets: Tensor<B, 1, Int>,
+    /// `[k, vocab]` 0 where the constraint allows a token at `rows`, a large negative number
+    /// where it does not (added to the logits).
+    pub row_bias: Tensor<B, 2>,
     /// `[b, t]` 1.0 where trainable.
     pub mask: Tensor<B, 2>,
     /// `[b, t]` sampling log-probs.
@@ -229,6 +235,9 @@ pub struct Tensors<B: Backend> {
     /// Trainable tokens in the batch.
     pub tokens: usize,
 }
+
+/// The logit bias of a token the constraint does not allow.
+const MASKED: f32 = -1e9;
 
 /// Right-pads `samples` into tensors on `device`.
 pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device) -> Tensors<B> {
@@ -255,22 +264,38 @@ pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device
             bias[q * t + k] = 0.0;
         }
     }
-    let mut allowed = vec![true; b * t * vocab];
+    let mut rows = Vec::new();
+    let mut row_targets = Vec::new();
+    let mut row_bias = Vec::new();
     for (r, s) in samples.iter().enumerate() {
-        for (j, a) in s.allowed.iter().enumerate() {
-            if let (Some(a), true) = (a, s.mask[j]) {
-                let at = (r * t + j) * vocab;
-                allowed[at..at + vocab].copy_from_slice(a);
+        for (j, &trainable) in s.mask.iter().enumerate() {
+            if !trainable {
+                continue;
+            }
+            rows.push((r * t + j) as i64);
+            row_targets.push(s.targets[j]);
+            match s.allowed.get(j) {
+                Some(Some(a)) => row_bias.extend(a.iter().map(|&ok| if ok { 0.0 } else { MASKED })),
+                _ => row_bias.extend(std::iter::repeat_n(0.0, vocab)),
             }
         }
     }
+    if rows.is_empty() {
+        // No trainable token: one dummy row keeps the shapes valid; the mask zeroes its loss.
+        rows.push(0);
+        row_targets.push(0);
+        row_bias.extend(std::iter::repeat_n(0.0, vocab));
+    }
+    let k = rows.len();
     Tensors {
         inputs: ints(&|s| &s.inputs),
         positions: Tensor::from_data(TensorData::new(positions, [b, t]), device),
         bias: Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device)
             .repeat_dim(0, b),
         targets: ints(&|s| &s.targets),
-        allowed: Tensor::from_data(TensorData::new(allowed, [b, t, vocab]), device),
+        rows: Tensor::from_data(TensorData::new(rows, [k]), device),
+        row_targets: Tensor::from_data(TensorData::new(row_targets, [k]), device),
+        row_bias: Tensor::from_data(TensorData::new(row_bias, [k, vocab]), device),
         mask: floats(&|s| s.mask.iter().map(|&m| f32::from(u8::from(m))).collect()),
         old_logp: floats(&|s| s.old_logp.clone()),
         ref_logp: floats(&|s| s.ref_logp.clone()),

@@ -4,10 +4,11 @@
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::IndexingUpdateOp;
 use burn::tensor::Tensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use sandgym_policy::{PolicyModel, masked_mean, token_logprobs};
+use sandgym_policy::{PolicyModel, masked_mean};
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{Sample, Tensors, tensors};
@@ -69,14 +70,52 @@ pub fn adam(grad_clip: f64) -> AdamConfig {
     }
 }
 
-/// Entropy of the masked, temperature-scaled distribution at each position, without gradient.
-fn entropy<B: Backend>(logits: Tensor<B, 3>, t: &Tensors<B>, temperature: f32) -> Tensor<B, 2> {
-    let [b, n, _] = logits.dims();
-    let scaled = logits
+/// The temperature-scaled, constraint-masked log-softmax of the logits at the trainable rows
+/// of `t`: `[k, vocab]`.
+fn row_log_softmax<B: Backend>(
+    logits: Tensor<B, 3>,
+    t: &Tensors<B>,
+    temperature: f32,
+) -> Tensor<B, 2> {
+    let [b, n, v] = logits.dims();
+    let rows = logits
+        .reshape([b * n, v])
+        .select(0, t.rows.clone())
         .div_scalar(temperature)
-        .mask_fill(t.allowed.clone().bool_not(), -1e9);
-    let lp = log_softmax(scaled, 2);
-    (lp.clone().exp() * lp).sum_dim(2).neg().reshape([b, n])
+        + t.row_bias.clone();
+    log_softmax(rows, 1)
+}
+
+/// Per-row values `[k]` placed back at their `[b, n]` positions (0 elsewhere).
+fn unselect<B: Backend>(values: Tensor<B, 1>, t: &Tensors<B>) -> Tensor<B, 2> {
+    let [b, n] = t.targets.dims();
+    Tensor::zeros([b * n], &values.device())
+        .select_assign(0, t.rows.clone(), values, IndexingUpdateOp::Add)
+        .reshape([b, n])
+}
+
+/// The log-prob of each trainable target under the masked, temperature-scaled distribution
+/// (0 at other positions): `[b, n]`. Only the trainable rows of the logits are normalised.
+fn target_logprobs<B: Backend>(
+    logits: Tensor<B, 3>,
+    t: &Tensors<B>,
+    temperature: f32,
+) -> Tensor<B, 2> {
+    let lp = row_log_softmax(logits, t, temperature);
+    let k = t.row_targets.dims()[0];
+    let picked = lp
+        .gather(1, t.row_targets.clone().reshape([k, 1]))
+        .reshape([k]);
+    unselect(picked, t)
+}
+
+/// Entropy of the masked, temperature-scaled distribution at each trainable position (0
+/// elsewhere): `[b, n]`.
+fn entropy<B: Backend>(logits: Tensor<B, 3>, t: &Tensors<B>, temperature: f32) -> Tensor<B, 2> {
+    let lp = row_log_softmax(logits, t, temperature);
+    let k = t.row_targets.dims()[0];
+    let h = (lp.clone().exp() * lp).sum_dim(1).neg().reshape([k]);
+    unselect(h, t)
 }
 
 impl<B: AutodiffBackend> Learner<B> {
@@ -126,8 +165,9 @@ impl<B: AutodiffBackend> Learner<B> {
                 }
             }
             if let Some(reference) = reference {
-                let out = reference.forward(t.inputs, t.positions, t.bias, None);
-                let lp = token_logprobs(out.logits, t.targets, Some(t.allowed), temperature);
+                let out =
+                    reference.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+                let lp = target_logprobs(out.logits, &t, temperature);
                 for (s, v) in part.iter_mut().zip(rows(lp)) {
                     s.ref_logp = v[..s.len()].to_vec();
                 }
@@ -141,12 +181,7 @@ impl<B: AutodiffBackend> Learner<B> {
         let out = self
             .model
             .forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
-        let logp = token_logprobs(
-            out.logits.clone(),
-            t.targets.clone(),
-            Some(t.allowed.clone()),
-            config.temperature,
-        );
+        let logp = target_logprobs(out.logits.clone(), &t, config.temperature);
         let (pg, clipped) = ppo_loss(
             logp.clone(),
             t.old_logp.clone(),
@@ -195,11 +230,14 @@ impl<B: AutodiffBackend> Learner<B> {
     }
 
     /// One optimiser step of supervised fine-tuning: the mean negative log-likelihood of the
-    /// trainable tokens (the actions) of `samples`. Returns that loss.
+    /// trainable tokens (the actions) of `samples`, each normalised over its allowed set
+    /// ([`Sample::allowed`]; the whole vocabulary where it has none). Returns that loss.
     pub fn sft_step(&mut self, samples: &[&Sample], lr: f64) -> f64 {
         let t = tensors::<B>(samples, self.vocab, &self.device);
-        let out = self.model.forward(t.inputs, t.positions, t.bias, None);
-        let logp = token_logprobs(out.logits, t.targets, None, 1.0);
+        let out = self
+            .model
+            .forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+        let logp = target_logprobs(out.logits, &t, 1.0);
         let loss = masked_mean(logp, t.mask).neg();
         let value = scalar(loss.clone());
         self.apply(loss, lr);
