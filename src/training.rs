@@ -6,6 +6,7 @@ use serde_json::Map;
 use crate::agents;
 use crate::env_api::{self, BoxEnv, Env, RecordTrajectory, ResetOptions, Trajectory};
 use crate::{Backend, make_env};
+use sandgym_trainer::sft::{SftData, SftExample};
 use sandgym_trainer::{Algo, EvalReport, SftConfig, TrainConfig};
 
 /// The training defaults for a bundled env: the algorithm's defaults, shaped to the env's
@@ -45,6 +46,7 @@ pub fn preset(env: &str, algo: Algo) -> TrainConfig {
                 lr: 3e-3,
                 final_turn_only: true,
                 successful_only: true,
+                constrained: true,
             };
         }
         "customer-service" => {
@@ -61,6 +63,7 @@ pub fn preset(env: &str, algo: Algo) -> TrainConfig {
                 lr: 2e-3,
                 final_turn_only: false,
                 successful_only: true,
+                constrained: true,
             };
         }
         "guess-number" => {
@@ -86,6 +89,8 @@ pub struct BaselineEpisode {
     pub trajectory: Trajectory,
     /// The env's `success` info at the end (or, without one, a positive final reward).
     pub success: bool,
+    /// The info of the observation the episode reset to.
+    pub reset_info: Map<String, serde_json::Value>,
 }
 
 /// Plays the scripted baseline of `id` (natively) for each seed with `options`.
@@ -101,6 +106,7 @@ pub fn baseline_episodes(
         let mut agent =
             agents::baseline(id).ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))?;
         let mut obs = env.reset(seed, options)?;
+        let reset_info = obs.info.clone();
         let mut success = false;
         for _ in 0..limit {
             if env.done().is_done() {
@@ -115,6 +121,7 @@ pub fn baseline_episodes(
         out.push(BaselineEpisode {
             trajectory: env.take_trajectory(),
             success,
+            reset_info,
         });
     }
     Ok(out)
@@ -123,7 +130,7 @@ pub fn baseline_episodes(
 /// The SFT data of `config` for `id`: the scripted baseline's first `config.episodes`
 /// train-split episodes (seeds `0..episodes`), only the successful ones when
 /// `config.successful_only`.
-pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<Trajectory>> {
+pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<SftExample>> {
     Ok(baseline_episodes(
         id,
         0..config.episodes as u64,
@@ -131,26 +138,26 @@ pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<Tra
     )?
     .into_iter()
     .filter(|e| e.success || !config.successful_only)
-    .map(|e| e.trajectory)
+    .map(|e| SftExample {
+        trajectory: e.trajectory,
+        reset_info: e.reset_info,
+    })
     .collect())
 }
 
-/// SFT samples of `trajectories` for `env`, rendered with its tools the way `config`'s
-/// rollouts render episodes; also the number left out as longer than the context.
+/// SFT samples of `examples` for `env`, rendered with its tools the way `config`'s rollouts
+/// render episodes (and masked by its grammar when `config.sft.constrained`).
 pub fn sft_samples(
     env: &str,
     tokenizer: &crate::policy::Tokenizer,
-    trajectories: &[Trajectory],
+    examples: &[SftExample],
     config: &TrainConfig,
-) -> anyhow::Result<(Vec<sandgym_trainer::Sample>, usize)> {
-    let tools = make_env(env, Backend::Native, &Map::new())?
-        .spec()
-        .tools
-        .clone();
+) -> anyhow::Result<SftData> {
+    let spec = make_env(env, Backend::Native, &Map::new())?.spec().clone();
     Ok(sandgym_trainer::sft::samples(
         tokenizer,
-        &tools,
-        trajectories,
+        &spec,
+        examples,
         &sandgym_trainer::rollout_settings(config),
         &config.sft,
     )?)

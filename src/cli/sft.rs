@@ -7,7 +7,8 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Trajectory;
 use sandgym::policy::{DeviceKind, checkpoint};
-use sandgym::trainer::{Algo, Learner, policy_dir, sft};
+use sandgym::trainer::sft::{self, SftExample};
+use sandgym::trainer::{Algo, Learner, policy_dir};
 
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
@@ -73,20 +74,30 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
             (pc, m, tok)
         }
     };
-    let trajectories = match &args.data {
+    let examples: Vec<SftExample> = match &args.data {
         Some(path) => {
             let f =
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
             Trajectory::read_jsonl(std::io::BufReader::new(f))?
+                .into_iter()
+                .map(SftExample::from)
+                .collect()
         }
         None => sandgym::training::baseline_sft_data(&args.env, &config.sft)?,
     };
-    let (samples, skipped) =
-        sandgym::training::sft_samples(&args.env, &tokenizer, &trajectories, &config)?;
+    let data = sandgym::training::sft_samples(&args.env, &tokenizer, &examples, &config)?;
     anyhow::ensure!(
-        !samples.is_empty(),
-        "no usable episodes ({skipped} longer than the context)"
+        !data.samples.is_empty(),
+        "no usable episodes ({} longer than the context)",
+        data.too_long
     );
+    if data.unconstrained > 0 {
+        eprintln!(
+            "{} episodes have actions outside the env's grammar; they are learned unconstrained",
+            data.unconstrained
+        );
+    }
+    let samples = data.samples;
     let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
     let means = sft::train(&mut learner, &samples, &config.sft, args.seed, |_, _, _| {});
     eprintln!(

@@ -144,20 +144,28 @@ pub(crate) fn fresh_policy<B: AutodiffBackend>(
         return Ok((policy_config, model, tokenizer));
     }
     let clock = Instant::now();
-    let trajectories = sandgym::training::baseline_sft_data(env, &config.sft)?;
-    let (samples, skipped) =
-        sandgym::training::sft_samples(env, &tokenizer, &trajectories, config)?;
+    let examples = sandgym::training::baseline_sft_data(env, &config.sft)?;
+    let data = sandgym::training::sft_samples(env, &tokenizer, &examples, config)?;
     eprintln!(
-        "sft: {} baseline episodes ({} longer than the context left out{}), {} epochs",
-        samples.len(),
-        skipped,
+        "sft: {} baseline episodes ({} longer than the context left out{}{}), {} epochs",
+        data.samples.len(),
+        data.too_long,
         if config.sft.successful_only {
             ", failed ones not used"
         } else {
             ""
         },
+        if config.sft.constrained {
+            format!(
+                "; constrained, {} outside the grammar learned unconstrained",
+                data.unconstrained
+            )
+        } else {
+            String::new()
+        },
         config.sft.epochs
     );
+    let samples = data.samples;
     let mut learner = Learner::new(
         model,
         policy_config.vocab_size,

@@ -115,7 +115,7 @@ pub struct RolloutStats {
 /// The grammar of an episode whose reset observation carries `info`: `default`, or the spec's
 /// tools with the episode's own response schema ([`RESPONSE_SCHEMA`]), compiled once per
 /// distinct schema.
-fn episode_grammar(
+pub(crate) fn episode_grammar(
     cache: &mut HashMap<String, Arc<ToolCallGrammar>>,
     default: &Arc<ToolCallGrammar>,
     spec: &EnvSpec,

@@ -1,15 +1,19 @@
 //! Supervised warm-start: behaviour cloning of recorded episodes (e.g. the scripted baseline's)
 //! on the same token rendering that rollouts produce.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use burn::tensor::backend::AutodiffBackend;
-use sandgym_env_api::{SplitMix64, ToolSpec, Trajectory};
-use sandgym_policy::Tokenizer;
+use sandgym_env_api::{EnvSpec, SplitMix64, Trajectory};
+use sandgym_policy::{Rendered, Tokenizer, ToolCallGrammar, replay_masks};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::Result;
 use crate::batch::Sample;
 use crate::learner::Learner;
-use crate::rollout::{RolloutSettings, render_trajectory};
+use crate::rollout::{RolloutSettings, episode_grammar, render_trajectory};
 
 /// Settings of a supervised warm-start.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +34,11 @@ pub struct SftConfig {
     /// Keep only the recorded episodes that succeeded (rejection-sampled behaviour cloning):
     /// a scripted baseline's failures teach the policy its mistakes.
     pub successful_only: bool,
+    /// Learn under the decoder's constraint: each action token's likelihood is normalised
+    /// over the tokens the tool-call grammar allows at its place (the episode's own, when its
+    /// reset info narrows the response), exactly the distribution sampling draws from. The
+    /// model then spends nothing on what the grammar already decides.
+    pub constrained: bool,
 }
 
 impl Default for SftConfig {
@@ -41,37 +50,115 @@ impl Default for SftConfig {
             lr: 2e-3,
             final_turn_only: false,
             successful_only: false,
+            constrained: true,
         }
     }
 }
 
-/// The training samples of recorded trajectories: only the actions carry loss. Trajectories
-/// longer than `max_context` tokens are left out; the number left out is returned too.
+/// One recorded episode to learn from, with the info of the observation its episode reset
+/// to (where an env declares a per-episode response schema, `RESPONSE_SCHEMA`); empty when
+/// unknown, e.g. for episodes read from an Agent Template file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SftExample {
+    /// The recorded steps.
+    pub trajectory: Trajectory,
+    /// The reset observation's info.
+    pub reset_info: Map<String, Value>,
+}
+
+impl From<Trajectory> for SftExample {
+    fn from(trajectory: Trajectory) -> Self {
+        Self {
+            trajectory,
+            reset_info: Map::new(),
+        }
+    }
+}
+
+/// What [`samples`] made of a set of examples.
+#[derive(Clone, Debug, Default)]
+pub struct SftData {
+    /// The training samples.
+    pub samples: Vec<Sample>,
+    /// Examples left out as longer than the context (or without an action).
+    pub too_long: usize,
+    /// Samples learned without the constraint because an action of theirs does not fit the
+    /// grammar (counted only when [`SftConfig::constrained`]).
+    pub unconstrained: usize,
+}
+
+/// The constraint masks of every trainable token of `rendered` (each action replayed through
+/// a fresh matcher of `grammar`), or `None` when an action does not fit the grammar.
+fn action_masks(
+    rendered: &Rendered,
+    grammar: &ToolCallGrammar,
+    vocab: usize,
+) -> Option<Vec<Option<Vec<bool>>>> {
+    let mut allowed = vec![None; rendered.ids.len()];
+    let mut i = 0;
+    while i < rendered.ids.len() {
+        if !rendered.loss_mask[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < rendered.ids.len() && rendered.loss_mask[i] {
+            i += 1;
+        }
+        let mut matcher = grammar.matcher().ok()?;
+        let masks = replay_masks(&mut matcher, &rendered.ids[start..i], vocab).ok()?;
+        allowed.splice(start..i, masks);
+    }
+    Some(allowed)
+}
+
+/// The training samples of recorded episodes of an env with `spec`: only the actions carry
+/// loss, and with [`SftConfig::constrained`] each action token carries the grammar's mask at
+/// its place.
 pub fn samples(
     tokenizer: &Tokenizer,
-    tools: &[ToolSpec],
-    trajectories: &[Trajectory],
+    spec: &EnvSpec,
+    examples: &[SftExample],
     settings: &RolloutSettings,
     config: &SftConfig,
-) -> Result<(Vec<Sample>, usize)> {
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    for t in trajectories {
-        let mut t = t.clone();
+) -> Result<SftData> {
+    let vocab = tokenizer.vocab_size();
+    let default = Arc::new(ToolCallGrammar::for_spec(tokenizer, spec, settings.limits)?);
+    let mut grammars: HashMap<String, Arc<ToolCallGrammar>> = HashMap::new();
+    let mut data = SftData::default();
+    for example in examples {
+        let mut t = example.trajectory.clone();
         if config.final_turn_only && t.records.len() > 1 {
             t.records.drain(..t.records.len() - 1);
         }
-        let r = render_trajectory(tokenizer, tools, &t, settings)?;
+        let r = render_trajectory(tokenizer, &spec.tools, &t, settings)?;
         if r.ids.len() > settings.max_context || !r.loss_mask.iter().any(|&m| m) {
-            skipped += 1;
+            data.too_long += 1;
             continue;
         }
         let n = r.ids.len();
-        out.push(Sample {
+        let mut allowed = vec![None; n];
+        if config.constrained {
+            let masks = episode_grammar(
+                &mut grammars,
+                &default,
+                spec,
+                tokenizer,
+                settings.limits,
+                &example.reset_info,
+            )
+            .ok()
+            .and_then(|g| action_masks(&r, &g, vocab));
+            match masks {
+                Some(m) => allowed = m,
+                None => data.unconstrained += 1,
+            }
+        }
+        data.samples.push(Sample {
             inputs: r.ids[..n - 1].iter().map(|&x| i64::from(x)).collect(),
             targets: r.ids[1..].iter().map(|&x| i64::from(x)).collect(),
             mask: r.loss_mask[1..].to_vec(),
-            allowed: vec![None; n - 1],
+            allowed: allowed.split_off(1),
             old_logp: vec![0.0; n - 1],
             ref_logp: vec![0.0; n - 1],
             old_values: vec![0.0; n - 1],
@@ -79,7 +166,7 @@ pub fn samples(
             returns: vec![0.0; n - 1],
         });
     }
-    Ok((out, skipped))
+    Ok(data)
 }
 
 /// Trains `learner` on `samples` for `config.epochs` shuffled passes; calls `progress(epoch,

@@ -3,6 +3,7 @@
 mod learning;
 mod reference;
 mod rollout;
+mod sft;
 
 use sandgym_env_api::toy::GuessNumber;
 use sandgym_env_api::{BoxEnv, Env, ResetOptions};
