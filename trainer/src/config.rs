@@ -219,6 +219,14 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Save a checkpoint every this many iterations (and at the end).
     pub save_every: u32,
+    /// Evaluate the policy every this many iterations (0: never), before the first and after
+    /// the last: greedy decoding on the fixed seeds `0..eval_episodes` of `eval_split`,
+    /// logged to `eval.jsonl` and drawn on the success plot. Training never sees the result.
+    pub eval_every: u32,
+    /// Episodes of each evaluation.
+    pub eval_episodes: usize,
+    /// The task split evaluations draw from.
+    pub eval_split: sandgym_env_api::Split,
     /// Supervised warm-start before RL (run by the command line when no `--init` is given).
     pub sft: crate::SftConfig,
 }
@@ -265,6 +273,9 @@ impl TrainConfig {
             max_gen_batches: 3,
             seed: 0,
             save_every: 5,
+            eval_every: 0,
+            eval_episodes: 64,
+            eval_split: sandgym_env_api::Split::Test,
             sft: crate::SftConfig::default(),
         };
         match algo {
@@ -314,6 +325,9 @@ impl TrainConfig {
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(TrainError::Config(m));
+        if self.eval_every > 0 && self.eval_episodes == 0 {
+            return bad("eval_episodes must be positive when eval_every is".into());
+        }
         if self.tasks_per_iter == 0 || self.group_size == 0 || self.minibatch == 0 {
             return bad("tasks_per_iter, group_size and minibatch must be positive".into());
         }

@@ -35,7 +35,7 @@ pub use config::{Algo, Credit, KlConfig, KlEstimator, KlMode, LossAgg, OnEnvErro
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, evaluate};
 pub use learner::{Learner, PolicyOptimizer, StepStats, adam};
-pub use metrics::IterMetrics;
+pub use metrics::{EvalPoint, IterMetrics};
 pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
 pub use run::{
     RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings, write_plots,

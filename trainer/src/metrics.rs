@@ -77,6 +77,40 @@ impl IterMetrics {
     }
 }
 
+/// One evaluation during a run (a line of `eval.jsonl`): the policy after `iter` iterations
+/// (0: the initial policy), greedy, on fixed seeds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalPoint {
+    /// Iterations completed when evaluated.
+    pub iter: u32,
+    /// The split evaluated on.
+    pub split: sandgym_env_api::Split,
+    /// Episodes played.
+    pub episodes: usize,
+    /// Fraction that succeeded.
+    pub success_rate: f64,
+    /// Mean total reward.
+    pub mean_reward: f64,
+}
+
+/// A line of a run's JSONL logs: it belongs to an iteration.
+pub trait Logged: Serialize + serde::de::DeserializeOwned {
+    /// The iteration the line belongs to.
+    fn iter(&self) -> u32;
+}
+
+impl Logged for IterMetrics {
+    fn iter(&self) -> u32 {
+        self.iter
+    }
+}
+
+impl Logged for EvalPoint {
+    fn iter(&self) -> u32 {
+        self.iter
+    }
+}
+
 /// Fills the episode-level figures of `m` from the episodes played.
 pub fn episode_figures(m: &mut IterMetrics, episodes: &[Episode]) {
     let n = episodes.len().max(1) as f64;
@@ -121,21 +155,25 @@ pub fn diversity(episodes: &[Episode]) -> f64 {
     per.iter().sum::<f64>() / per.len().max(1) as f64
 }
 
-/// The `metrics.jsonl` file of a run: one [`IterMetrics`] per line, appended and flushed after
-/// every iteration.
+/// A JSONL log of a run: `metrics.jsonl` (one [`IterMetrics`] per line, appended and flushed
+/// after every iteration) or `eval.jsonl` (one [`EvalPoint`] per evaluation).
 #[derive(Debug)]
-pub struct MetricsLog {
+pub struct MetricsLog<T = IterMetrics> {
     path: PathBuf,
+    kind: std::marker::PhantomData<T>,
 }
 
-impl MetricsLog {
+impl<T: Logged> MetricsLog<T> {
     /// The log at `path` (created on the first append).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            kind: std::marker::PhantomData,
+        }
     }
 
-    /// Appends one iteration.
-    pub fn append(&self, m: &IterMetrics) -> Result<()> {
+    /// Appends one line.
+    pub fn append(&self, m: &T) -> Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -146,8 +184,8 @@ impl MetricsLog {
         f.flush().map_err(io(&self.path))
     }
 
-    /// Every iteration logged so far. A torn last line (a crash mid-write) is ignored.
-    pub fn read(&self) -> Result<Vec<IterMetrics>> {
+    /// Every line logged so far. A torn last line (a crash mid-write) is ignored.
+    pub fn read(&self) -> Result<Vec<T>> {
         read_metrics(&self.path)
     }
 
@@ -157,10 +195,10 @@ impl MetricsLog {
         if !self.path.exists() {
             return Ok(());
         }
-        let kept: Vec<IterMetrics> = self
+        let kept: Vec<T> = self
             .read()?
             .into_iter()
-            .filter(|m| m.iter <= iter)
+            .filter(|m| m.iter() <= iter)
             .collect();
         let mut text = String::new();
         for m in &kept {
@@ -173,8 +211,8 @@ impl MetricsLog {
     }
 }
 
-/// Reads a `metrics.jsonl` file.
-pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>> {
+/// Reads a `metrics.jsonl` (or `eval.jsonl`) file.
+pub fn read_metrics<T: Logged>(path: &Path) -> Result<Vec<T>> {
     let f = std::fs::File::open(path).map_err(io(path))?;
     let lines: Vec<String> = std::io::BufReader::new(f)
         .lines()

@@ -3,6 +3,7 @@
 //! A run directory holds:
 //! - `config.json` — the [`TrainConfig`] and the caller's description of the run (env id …);
 //! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
+//! - `eval.jsonl` — one [`EvalPoint`] per periodic evaluation (`eval_every`);
 //! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
 //! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.bin` and `state.json`,
 //!   replaced atomically (written beside, then renamed);
@@ -31,13 +32,14 @@ use crate::batch::{Sample, assign_advantages, usable};
 use crate::config::{Algo, TrainConfig};
 use crate::error::io;
 use crate::learner::{Learner, StepStats};
-use crate::metrics::{IterMetrics, MetricsLog, episode_figures, read_metrics};
+use crate::metrics::{EvalPoint, IterMetrics, MetricsLog, episode_figures, read_metrics};
 use crate::plot::{Series, line_chart};
 use crate::rollout::{Episode, RolloutEngine, RolloutSettings};
 use crate::{Result, TrainError};
 
 const CONFIG: &str = "config.json";
 const METRICS: &str = "metrics.jsonl";
+const EVALS: &str = "eval.jsonl";
 const CHECKPOINT: &str = "checkpoint";
 const REFERENCE: &str = "reference";
 
@@ -108,6 +110,7 @@ pub struct Trainer<B: AutodiffBackend> {
     options: ResetOptions,
     out: PathBuf,
     log: MetricsLog,
+    evals: MetricsLog<EvalPoint>,
     iter: u32,
     elapsed_before: f64,
     started: Instant,
@@ -155,6 +158,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let text = serde_json::to_string_pretty(&run_config).expect("config serialises");
         std::fs::write(&path, text).map_err(io(&path))?;
         let _ = std::fs::remove_file(out.join(METRICS));
+        let _ = std::fs::remove_file(out.join(EVALS));
         let reference = if config.kl.coef > 0.0 {
             checkpoint::save(&out.join(REFERENCE), &policy_config, &model, &tokenizer)?;
             Some(model.valid())
@@ -165,6 +169,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
         Ok(Self {
             log: MetricsLog::new(out.join(METRICS)),
+            evals: MetricsLog::new(out.join(EVALS)),
             config,
             policy_config,
             tokenizer,
@@ -211,8 +216,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         learner.optim = learner.optim.clone().load_record(record);
         let log = MetricsLog::new(out.join(METRICS));
         log.truncate_after(state.iter)?;
+        let evals = MetricsLog::new(out.join(EVALS));
+        evals.truncate_after(state.iter)?;
         Ok(Self {
             log,
+            evals,
             config,
             policy_config,
             tokenizer,
@@ -368,6 +376,10 @@ impl<B: AutodiffBackend> Trainer<B> {
     ) -> Result<IterMetrics> {
         let iter = self.iter + 1;
         let c = self.config.clone();
+        if self.iter == 0 && c.eval_every > 0 {
+            // The starting point of the evaluation curve (the policy has not changed yet).
+            self.evaluate()?;
+        }
         let update_clock = Instant::now();
         let mut samples: Vec<Sample> = kept.iter().map(Sample::from_episode).collect();
         self.learner.score(
@@ -425,10 +437,38 @@ impl<B: AutodiffBackend> Trainer<B> {
         m.elapsed_s = self.elapsed_before + self.started.elapsed().as_secs_f64();
         self.iter = iter;
         self.log.append(&m)?;
+        if c.eval_every > 0 && (iter.is_multiple_of(c.eval_every) || iter >= c.iters) {
+            self.evaluate()?;
+        }
         if iter.is_multiple_of(c.save_every.max(1)) || iter >= c.iters {
             self.save()?;
         }
         Ok(m)
+    }
+
+    /// Evaluates the current policy as configured (`eval_every`, `eval_episodes`,
+    /// `eval_split`): greedy, on seeds `0..eval_episodes`; appends the result to `eval.jsonl`.
+    pub fn evaluate(&mut self) -> Result<EvalPoint> {
+        let c = &self.config;
+        let seeds: Vec<u64> = (0..c.eval_episodes as u64).collect();
+        let model = self.learner.inference_model();
+        let (report, _) = crate::eval::evaluate(
+            &mut self.engine,
+            &model,
+            &self.learner.device,
+            &seeds,
+            &ResetOptions::split(c.eval_split),
+            0.0,
+        )?;
+        let point = EvalPoint {
+            iter: self.iter,
+            split: c.eval_split,
+            episodes: report.episodes,
+            success_rate: report.success_rate,
+            mean_reward: report.mean_reward,
+        };
+        self.evals.append(&point)?;
+        Ok(point)
     }
 
     /// Writes the checkpoint of the current iteration (atomically) and refreshes the plots.
@@ -521,7 +561,12 @@ pub fn policy_dir(dir: &Path) -> PathBuf {
 
 /// Redraws `plots/*.png` of a run from its `metrics.jsonl`.
 pub fn write_plots(out: &Path) -> Result<()> {
-    let metrics = read_metrics(&out.join(METRICS))?;
+    let metrics: Vec<IterMetrics> = read_metrics(&out.join(METRICS))?;
+    let evals: Vec<EvalPoint> = if out.join(EVALS).exists() {
+        read_metrics(&out.join(EVALS))?
+    } else {
+        Vec::new()
+    };
     let dir = out.join("plots");
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let curve = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
@@ -550,11 +595,19 @@ pub fn write_plots(out: &Path) -> Result<()> {
             "mean reward",
             with_mean("reward", &|m| m.reward_mean),
         ),
-        (
-            "success",
-            "success rate",
-            with_mean("success", &|m| m.success_rate),
-        ),
+        ("success", "success rate", {
+            let mut s = with_mean("success", &|m| m.success_rate);
+            if !evals.is_empty() {
+                s.push(Series::new(
+                    "eval (greedy, fixed seeds)",
+                    evals
+                        .iter()
+                        .map(|e| (f64::from(e.iter), e.success_rate))
+                        .collect(),
+                ));
+            }
+            s
+        }),
         ("entropy", "entropy", vec![curve("entropy", &|m| m.entropy)]),
         (
             "kl",

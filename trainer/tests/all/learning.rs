@@ -3,7 +3,7 @@
 use burn::module::Module;
 use sandgym_env_api::ResetOptions;
 use sandgym_policy::{CpuTrain, PolicyModel};
-use sandgym_trainer::{Algo, IterMetrics, TrainConfig, Trainer};
+use sandgym_trainer::{Algo, EvalPoint, IterMetrics, TrainConfig, Trainer};
 use serde_json::json;
 
 const MAX: u32 = 4;
@@ -203,6 +203,8 @@ fn resume_after_an_interruption_replays_the_next_iteration_exactly() {
         c.tasks_per_iter = 4;
         c.group_size = if algo == Algo::Ppo { 1 } else { 4 };
         c.kl.coef = 0.01;
+        c.eval_every = 2;
+        c.eval_episodes = 4;
         // Uninterrupted: three iterations.
         let a = tmp(&format!("resume-a-{}", algo.name()));
         let start = initial();
@@ -231,8 +233,23 @@ fn resume_after_an_interruption_replays_the_next_iteration_exactly() {
                 algo.name()
             );
         }
-        let logged = sandgym_trainer::metrics::read_metrics(&b.join("metrics.jsonl")).unwrap();
+        let logged: Vec<IterMetrics> =
+            sandgym_trainer::metrics::read_metrics(&b.join("metrics.jsonl")).unwrap();
         assert_eq!(logged.iter().map(|m| m.iter).collect::<Vec<_>>(), [1, 2, 3]);
+        // Evaluations: the start, every second iteration and the end, resumed like the rest.
+        let evals = |dir: &std::path::Path| -> Vec<EvalPoint> {
+            sandgym_trainer::metrics::read_metrics(&dir.join("eval.jsonl")).unwrap()
+        };
+        let (ea, eb) = (evals(&a), evals(&b));
+        assert_eq!(ea.iter().map(|e| e.iter).collect::<Vec<_>>(), [0, 2, 3]);
+        assert_eq!(eb.iter().map(|e| e.iter).collect::<Vec<_>>(), [0, 2, 3]);
+        for (x, y) in ea.iter().zip(&eb) {
+            assert_eq!(x.episodes, 4);
+            assert!(
+                (x.mean_reward - y.mean_reward).abs() < 1e-9,
+                "{x:?} vs {y:?}"
+            );
+        }
         std::fs::remove_dir_all(&a).unwrap();
         std::fs::remove_dir_all(&b).unwrap();
     }
