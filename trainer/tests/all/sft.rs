@@ -104,7 +104,7 @@ fn constrained_sft_teaches_a_fresh_policy_to_read_the_instruction() {
     let data = sft::samples(&tok, &spec, &examples, &settings(), &config).unwrap();
     let device = sandgym_policy::select_device();
     let model = crate::seeded::<CpuTrain>(&crate::tiny(tok.vocab_size()), 3);
-    let mut learner = Learner::new(model, tok.vocab_size(), 1.0, device.clone());
+    let mut learner = Learner::new(model, tok.vocab_size(), 1.0, device);
     let envs = (0..16)
         .map(|_| Box::new(PickTool::new()) as sandgym_env_api::BoxEnv)
         .collect();
