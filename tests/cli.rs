@@ -376,7 +376,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"tasks_per_iter": 2, "group_size": 2, "sft": {"episodes": 0}}"#,
+        r#"{"tasks_per_iter": 2, "group_size": 2, "eval_every": 0, "sft": {"episodes": 0}}"#,
     )
     .unwrap();
     let run = sandgym(&[
