@@ -110,27 +110,17 @@ fn constrained_sft_teaches_a_fresh_policy_to_read_the_instruction() {
         .collect();
     let mut engine = RolloutEngine::new(envs, 2, tok.clone(), settings()).unwrap();
     let seeds: Vec<u64> = (100..116).collect();
-    let options = ResetOptions::default();
-    let (before, _) = evaluate(
-        &mut engine,
-        &learner.inference_model(),
-        &device,
-        &seeds,
-        &options,
-        0.0,
-    )
-    .unwrap();
+    let mut greedy = |learner: &Learner<CpuTrain>| {
+        let model = learner.inference_model();
+        let options = ResetOptions::default();
+        evaluate(&mut engine, &model, &device, &seeds, &options, 0.0)
+            .unwrap()
+            .0
+    };
+    let before = greedy(&learner);
     let losses = sft::train(&mut learner, &data.samples, &config, 0, |_, _, _| {});
     assert!(losses.last() < losses.first(), "{losses:?}");
-    let (after, _) = evaluate(
-        &mut engine,
-        &learner.inference_model(),
-        &device,
-        &seeds,
-        &options,
-        0.0,
-    )
-    .unwrap();
+    let after = greedy(&learner);
     // Greedy before training names one tool for every instruction (1/4 at best); after, the
     // one each instruction names.
     assert!(before.mean_reward <= 0.5, "{before:?}");
