@@ -288,7 +288,7 @@ fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<E
         history.push(m.clone());
     })?;
     end_bar();
-    finish(args, &trainer, &history, started)
+    finish(args, trainer, &history, started)
 }
 
 fn progress(m: &IterMetrics, total: usize) {
@@ -335,16 +335,19 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
     }
     sandgym::trainer::write_plots(trainer.out())?;
     end_bar();
-    finish(args, &trainer, &history, started)
+    finish(args, trainer, &history, started)
 }
 
 fn finish<B: AutodiffBackend>(
     args: &Args,
-    trainer: &Trainer<B>,
+    trainer: Trainer<B>,
     history: &[IterMetrics],
     started: Instant,
 ) -> anyhow::Result<ExitCode> {
     let out = trainer.out().to_owned();
+    // The closing evaluation builds envs of its own: the training envs (sandbox instances
+    // among them, which the pool caps) go first.
+    drop(trainer);
     if let (Some(first), Some(last)) = (history.first(), history.last()) {
         let k = history.len().min(3);
         let mean = |ms: &[IterMetrics], f: fn(&IterMetrics) -> f64| {
