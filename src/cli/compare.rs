@@ -173,6 +173,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         env_history.push(m.clone());
     })?;
     let env_wall = clock.elapsed().as_secs_f64();
+    // Its envs (sandbox instances, which the pool caps) are not needed any more.
+    drop(trainer);
 
     // The proxy approach: the harness, the policy server, the recording proxy.
     let clock = Instant::now();
