@@ -337,7 +337,8 @@ impl Catalog {
 
     /// The answer's shape for one episode: this database's tables and columns, string literals
     /// from the question's words that are values of the database (every span when none is),
-    /// and numbers from the question — what the agent is shown, never the answer.
+    /// and numbers from the question — derived from the question and the database (which the
+    /// agent can query), never from the gold query.
     fn episode_schema(&self, task: &Task) -> Schema {
         let spans = crate::question_literals(&task.question);
         let linked: Vec<String> = spans
