@@ -94,6 +94,16 @@ fn unselect<B: Backend>(values: Tensor<B, 1>, t: &Tensors<B>) -> Tensor<B, 2> {
         .reshape([b, n])
 }
 
+/// The log-prob of each trainable target, from the rows of [`row_log_softmax`] (0 at other
+/// positions): `[b, n]`.
+fn picked<B: Backend>(rows: Tensor<B, 2>, t: &Tensors<B>) -> Tensor<B, 2> {
+    let k = t.row_targets.dims()[0];
+    let lp = rows
+        .gather(1, t.row_targets.clone().reshape([k, 1]))
+        .reshape([k]);
+    unselect(lp, t)
+}
+
 /// The log-prob of each trainable target under the masked, temperature-scaled distribution
 /// (0 at other positions): `[b, n]`. Only the trainable rows of the logits are normalised.
 fn target_logprobs<B: Backend>(
@@ -101,20 +111,14 @@ fn target_logprobs<B: Backend>(
     t: &Tensors<B>,
     temperature: f32,
 ) -> Tensor<B, 2> {
-    let lp = row_log_softmax(logits, t, temperature);
-    let k = t.row_targets.dims()[0];
-    let picked = lp
-        .gather(1, t.row_targets.clone().reshape([k, 1]))
-        .reshape([k]);
-    unselect(picked, t)
+    picked(row_log_softmax(logits, t, temperature), t)
 }
 
-/// Entropy of the masked, temperature-scaled distribution at each trainable position (0
-/// elsewhere): `[b, n]`.
-fn entropy<B: Backend>(logits: Tensor<B, 3>, t: &Tensors<B>, temperature: f32) -> Tensor<B, 2> {
-    let lp = row_log_softmax(logits, t, temperature);
+/// Entropy of the distribution of each row of [`row_log_softmax`] at its trainable position
+/// (0 elsewhere): `[b, n]`.
+fn entropy<B: Backend>(rows: Tensor<B, 2>, t: &Tensors<B>) -> Tensor<B, 2> {
     let k = t.row_targets.dims()[0];
-    let h = (lp.clone().exp() * lp).sum_dim(1).neg().reshape([k]);
+    let h = (rows.clone().exp() * rows).sum_dim(1).neg().reshape([k]);
     unselect(h, t)
 }
 
@@ -181,7 +185,8 @@ impl<B: AutodiffBackend> Learner<B> {
         let out = self
             .model
             .forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
-        let logp = target_logprobs(out.logits.clone(), &t, config.temperature);
+        let rows = row_log_softmax(out.logits, &t, config.temperature);
+        let logp = picked(rows.clone(), &t);
         let (pg, clipped) = ppo_loss(
             logp.clone(),
             t.old_logp.clone(),
@@ -210,10 +215,9 @@ impl<B: AutodiffBackend> Learner<B> {
                 loss = loss + k.mul_scalar(config.kl.coef);
             }
         }
-        let ent = entropy(out.logits.clone().detach(), &t, config.temperature);
-        stats.entropy = scalar(masked_mean(ent, t.mask.clone()));
+        let ent = entropy(rows, &t);
+        stats.entropy = scalar(masked_mean(ent.clone().detach(), t.mask.clone()));
         if config.entropy_coef > 0.0 {
-            let ent = entropy(out.logits, &t, config.temperature);
             loss = loss
                 - aggregate_tensor(ent, t.mask.clone(), config.loss_agg)
                     .mul_scalar(config.entropy_coef);
