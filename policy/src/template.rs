@@ -41,7 +41,8 @@ fn neutralise(text: &str) -> String {
     text.replace("<|", "< |")
 }
 
-/// The conversation format the policy reads and writes.
+/// The conversation format the policy reads and writes, in the tokenizer's
+/// [`ChatFormat`](crate::ChatFormat); with sandgym's own tokenizer:
 ///
 /// ```text
 /// <|system|>Tools: run_sql(query: string[1..2000]); list_tables()<|end|>
@@ -51,7 +52,8 @@ fn neutralise(text: &str) -> String {
 /// <|assistant|>{"thought":"…","response":"…"}<|end|>
 /// ```
 ///
-/// Each segment is tokenised on its own and the ids are concatenated, so the rendering of a
+/// (with a ChatML model each turn is `<|im_start|>role\n…<|im_end|>`, turns separated by a
+/// newline). Each segment is tokenised on its own and the ids are concatenated, so the rendering of a
 /// history is always a prefix of the rendering of its continuation (token-in/token-out holds
 /// by construction). Only the action JSON and its closing `<|end|>` are trainable: the role
 /// tokens, the prompt and every observation carry no loss. Actions are written as canonical
@@ -68,9 +70,19 @@ impl<'a> Template<'a> {
         Self { tokenizer }
     }
 
-    fn turn(&self, role: Role, text: &str, trainable: bool) -> Result<Rendered> {
+    /// One turn: the separator (unless it is the conversation's first), the role's opening,
+    /// the text and the end-of-turn token (trainable with the text).
+    fn turn(&self, role: Role, text: &str, trainable: bool, first: bool) -> Result<Rendered> {
         let mut out = Rendered::default();
-        out.push(self.tokenizer.role(role), false);
+        let format = self.tokenizer.format();
+        if !first {
+            for &id in format.separator() {
+                out.push(id, false);
+            }
+        }
+        for &id in format.open(role) {
+            out.push(id, false);
+        }
         out.text(self.tokenizer, text, trainable)?;
         out.push(self.tokenizer.end(), trainable);
         Ok(out)
@@ -78,30 +90,39 @@ impl<'a> Template<'a> {
 
     /// The prompt: tool list and instruction.
     pub fn prompt(&self, tools: &[ToolSpec], instruction: &str) -> Result<Rendered> {
-        let mut out = self.turn(Role::System, &format!("Tools: {}", tool_list(tools)), false)?;
-        out.extend(self.turn(Role::User, instruction, false)?);
+        let mut out = self.system(&format!("Tools: {}", tool_list(tools)))?;
+        out.extend(self.turn(Role::User, instruction, false, false)?);
         Ok(out)
     }
 
-    /// Any message as a non-trainable turn of `role` (e.g. a second system prompt, or a user
-    /// message in the middle of a chat).
-    pub fn message(&self, role: Role, text: &str) -> Result<Rendered> {
-        self.turn(role, text, false)
+    /// The system turn that opens a conversation.
+    pub fn system(&self, text: &str) -> Result<Rendered> {
+        self.turn(Role::System, text, false, true)
     }
 
-    /// One policy turn (trainable).
+    /// Any message after the first as a non-trainable turn of `role` (e.g. a second system
+    /// prompt, or a user message in the middle of a chat).
+    pub fn message(&self, role: Role, text: &str) -> Result<Rendered> {
+        self.turn(role, text, false, false)
+    }
+
+    /// One policy turn (trainable), opening included.
     pub fn action(&self, action: &Action) -> Result<Rendered> {
-        self.turn(Role::Assistant, &canonical_json(action), true)
+        self.turn(Role::Assistant, &canonical_json(action), true, false)
     }
 
     /// What the env answered (not trainable).
     pub fn observation(&self, text: &str) -> Result<Rendered> {
-        self.turn(Role::Tool, text, false)
+        self.turn(Role::Tool, text, false, false)
     }
 
-    /// The token that opens the policy's turn; generation starts after it.
-    pub fn generation_prefix(&self) -> u32 {
-        self.tokenizer.role(Role::Assistant)
+    /// The tokens that open the policy's turn after a conversation; generation starts after
+    /// them.
+    pub fn generation_prefix(&self) -> Vec<u32> {
+        let format = self.tokenizer.format();
+        let mut ids = format.separator().to_vec();
+        ids.extend_from_slice(format.open(Role::Assistant));
+        ids
     }
 
     /// A whole recorded episode.

@@ -72,10 +72,7 @@ pub fn render(
     let t = Template::new(tokenizer);
     let fail = |e: sandgym_policy::PolicyError| HttpError::bad_request(e.to_string());
     let mut out = t
-        .message(
-            Role::System,
-            &format!("Tools: {}", sandgym_policy::tool_list(tools)),
-        )
+        .system(&format!("Tools: {}", sandgym_policy::tool_list(tools)))
         .map_err(fail)?;
     for m in messages {
         match m.role.as_str() {
@@ -95,7 +92,7 @@ pub fn render(
         }
     }
     let mut ids = out.ids;
-    ids.push(t.generation_prefix());
+    ids.extend(t.generation_prefix());
     Ok(ids)
 }
 

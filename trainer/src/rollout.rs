@@ -55,6 +55,10 @@ pub struct Episode {
     pub success: bool,
     /// The env failure that ended the episode, if any.
     pub error: Option<String>,
+    /// The episode ended because its context could not take another turn: the prompt (or
+    /// the conversation so far) plus a turn's token budget exceeds the model's context.
+    /// `turns` is empty when the very first prompt did not fit.
+    pub out_of_context: bool,
     /// The Agent Template records of the episode.
     pub trajectory: Trajectory,
 }
@@ -277,12 +281,14 @@ impl RolloutEngine {
             }
             episodes.push(ep);
         }
+        let prefix_len = template.generation_prefix().len();
         for turn in 0..self.settings.max_turns {
             live.retain(|&i| {
-                let fits = episodes[i].tokens.len() + 1 + self.settings.max_new_tokens
+                let fits = episodes[i].tokens.len() + prefix_len + self.settings.max_new_tokens
                     <= self.settings.max_context;
                 if !fits {
                     episodes[i].done = Done::Truncated;
+                    episodes[i].out_of_context = true;
                 }
                 fits
             });
@@ -293,7 +299,7 @@ impl RolloutEngine {
                 .iter()
                 .map(|&i| {
                     let mut p = episodes[i].tokens.clone();
-                    p.push(template.generation_prefix());
+                    p.extend(template.generation_prefix());
                     p
                 })
                 .collect();
@@ -322,9 +328,10 @@ impl RolloutEngine {
             for (&i, s) in live.iter().zip(sampled) {
                 stats.generated_tokens += s.tokens.len();
                 let ep = &mut episodes[i];
+                let prefix = template.generation_prefix();
                 ep.push(Rendered {
-                    ids: vec![template.generation_prefix()],
-                    loss_mask: vec![false],
+                    loss_mask: vec![false; prefix.len()],
+                    ids: prefix,
                 });
                 let start = ep.tokens.len();
                 let text_ids: Vec<u32> = s

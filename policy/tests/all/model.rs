@@ -75,7 +75,7 @@ fn constrained_sampling_logprobs_are_those_of_the_masked_distribution() {
             .unwrap()
             .ids;
         p.truncate(40 + prompts.len() * 13);
-        p.push(template.generation_prefix());
+        p.extend(template.generation_prefix());
         prompts.push(p);
     }
     let mut constraints: Vec<_> = prompts
