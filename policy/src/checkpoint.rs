@@ -12,6 +12,7 @@ use crate::{PolicyError, Result, Tokenizer};
 
 const CONFIG: &str = "config.json";
 const WEIGHTS: &str = "model"; // the recorder adds `.mpk`
+const ADAPTERS: &str = "adapters"; // LoRA checkpoints: adapters and value head only
 const TOKENIZER: &str = "tokenizer.json";
 
 fn checkpoint_error(path: &Path, reason: impl std::fmt::Display) -> PolicyError {
@@ -23,7 +24,8 @@ fn checkpoint_error(path: &Path, reason: impl std::fmt::Display) -> PolicyError 
 
 /// Saves `model`, its config and the tokenizer into `dir`. The files are written into a
 /// sibling temporary directory that then replaces `dir`, so a crash never leaves a half
-/// checkpoint behind.
+/// checkpoint behind. A model with LoRA adapters over a known base (`config.lora` and
+/// `config.base` set) is saved as its adapters and value head only (`adapters.mpk`).
 pub fn save<B: Backend>(
     dir: &Path,
     config: &PolicyConfig,
@@ -51,13 +53,22 @@ pub fn save<B: Backend>(
         .save(tmp.join(CONFIG))
         .map_err(io(&tmp.join(CONFIG)))?;
     tokenizer.save(&tmp.join(TOKENIZER))?;
-    model
-        .clone()
-        .save_file(
-            tmp.join(WEIGHTS),
-            &NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
-        )
-        .map_err(|e| checkpoint_error(&tmp, e))?;
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    match (model.lora_state(), &config.lora, &config.base) {
+        (Some(state), Some(_), Some(_)) => state
+            .save_file(tmp.join(ADAPTERS), &recorder)
+            .map_err(|e| checkpoint_error(&tmp, e))?,
+        (None, Some(_), _) => {
+            return Err(checkpoint_error(
+                dir,
+                "the config names LoRA adapters but the model has none",
+            ));
+        }
+        _ => model
+            .clone()
+            .save_file(tmp.join(WEIGHTS), &recorder)
+            .map_err(|e| checkpoint_error(&tmp, e))?,
+    }
     let old = parent.join(format!(
         ".{}.old-{}",
         name.to_string_lossy(),
@@ -93,6 +104,10 @@ pub fn load<B: Backend>(
             ),
         ));
     }
+    if let (Some(lora), Some(base)) = (&config.lora, &config.base) {
+        let model = load_adapted::<B>(dir, lora, base, device)?;
+        return Ok((config, model, tokenizer));
+    }
     let weights = dir.join(format!("{WEIGHTS}.mpk"));
     let model = config.init::<B>(device);
     let expected = crate::model::param_shapes(&model);
@@ -119,4 +134,43 @@ pub fn load<B: Backend>(
             "the weights do not match the config (shape mismatch)",
         )),
     }
+}
+
+/// Loads the base model a LoRA checkpoint names, checks its digest, and puts the saved
+/// adapters and value head on it.
+fn load_adapted<B: Backend>(
+    dir: &Path,
+    lora: &crate::LoraConfig,
+    base: &crate::pretrained::ModelInfo,
+    device: &B::Device,
+) -> Result<PolicyModel<B>> {
+    let loaded = crate::pretrained::load::<B>(&base.source, device)
+        .map_err(|e| checkpoint_error(dir, format!("its base model {}: {e}", base.source)))?;
+    if loaded.info.sha256 != base.sha256 {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "its base model {} has SHA-256 {}, the adapters were trained on {}",
+                base.source, loaded.info.sha256, base.sha256
+            ),
+        ));
+    }
+    let model = loaded.model.with_lora(lora, device);
+    let state = model.lora_state().expect("adapters were just added");
+    let path = dir.join(format!("{ADAPTERS}.mpk"));
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let expected = crate::model::param_shapes(&model);
+    let state = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        state.load_file(dir.join(ADAPTERS), &recorder, device)
+    }))
+    .map_err(|_| checkpoint_error(&path, "the adapters do not match the config"))?
+    .map_err(|e| checkpoint_error(&path, e))?;
+    let model = model.with_lora_state(state);
+    if crate::model::param_shapes(&model) != expected {
+        return Err(checkpoint_error(
+            &path,
+            "the adapters do not match the config (shape mismatch)",
+        ));
+    }
+    Ok(model)
 }

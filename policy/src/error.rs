@@ -29,6 +29,18 @@ pub enum PolicyError {
         /// What was wrong.
         reason: String,
     },
+    /// A pretrained model could not be imported (a missing tensor, a shape that does not fit
+    /// its config, an unsupported architecture or tensor type, a malformed file).
+    #[error("cannot import the model: {0}")]
+    Import(String),
+    /// A model could not be fetched into the cache.
+    #[error("cannot fetch model {name}: {reason}")]
+    Fetch {
+        /// The model's name.
+        name: String,
+        /// What went wrong and what to do about it.
+        reason: String,
+    },
     /// The requested device cannot be used in this build or on this machine.
     #[error("device: {0}")]
     Device(String),

@@ -21,8 +21,10 @@ pub mod checkpoint;
 mod constraint;
 mod device;
 mod error;
+mod lora;
 mod loss;
 mod model;
+pub mod pretrained;
 mod sample;
 mod template;
 mod tokenizer;
@@ -35,10 +37,11 @@ pub use device::{Cpu, CpuTrain, DeviceKind, select_device};
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, GpuTrain};
 pub use error::{PolicyError, Result};
+pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
 pub use sample::{
     SampleConfig, Sampled, generate, masked_log_softmax, replay_masks, sequence_logprobs,
 };
 pub use template::{Rendered, Template, canonical_json, tool_list};
-pub use tokenizer::{Role, SPECIAL_TOKENS, Tokenizer};
+pub use tokenizer::{ChatFormat, Role, SPECIAL_TOKENS, Tokenizer};

@@ -9,6 +9,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
 use crate::cache::{KvCache, LayerCache};
+use crate::lora::LoraTarget;
 
 /// Model sizes. The default is tiny (~0.66M parameters with a 1k vocabulary) so it trains on a
 /// 2-core CPU in minutes.
@@ -37,6 +38,28 @@ pub struct PolicyConfig {
     /// RMSNorm epsilon.
     #[config(default = 1e-5)]
     pub norm_eps: f64,
+    /// Biases on the query, key and value projections (Qwen2).
+    #[config(default = false)]
+    pub attn_bias: bool,
+    /// The output projection shares the token embedding's weights.
+    #[config(default = false)]
+    pub tie_embeddings: bool,
+    /// Rotary positions over interleaved pairs `(0,1), (2,3), …` (sandgym's own models);
+    /// `false` rotates the two halves of each head `(i, i + d/2)` as Hugging Face's Llama and
+    /// Qwen2 do.
+    #[config(default = true)]
+    pub rope_interleaved: bool,
+    /// The longest sequence (prompt and generation) the model may be given.
+    #[config(default = 4096)]
+    pub context_length: usize,
+    /// LoRA adapters over the (frozen) weights, when set.
+    #[config(default = "None")]
+    pub lora: Option<crate::lora::LoraConfig>,
+    /// The pretrained model these weights came from. With `lora`, a checkpoint stores only
+    /// the adapters and value head, and loading it loads this model first (checking its
+    /// digest).
+    #[config(default = "None")]
+    pub base: Option<crate::pretrained::ModelInfo>,
 }
 
 impl PolicyConfig {
@@ -78,6 +101,9 @@ impl PolicyConfig {
         if !(self.d_model / self.n_heads).is_multiple_of(2) {
             return Err("the head size must be even for rotary positions".into());
         }
+        if let Some(lora) = &self.lora {
+            lora.validate()?;
+        }
         Ok(())
     }
 
@@ -91,14 +117,19 @@ impl PolicyConfig {
         }
         let head_dim = self.d_model / self.n_heads;
         let linear = |i, o| LinearConfig::new(i, o).with_bias(false).init(device);
+        let qkv = |i, o| {
+            LinearConfig::new(i, o)
+                .with_bias(self.attn_bias)
+                .init(device)
+        };
         let blocks = (0..self.n_layers)
             .map(|_| Block {
                 attn_norm: RmsNormConfig::new(self.d_model)
                     .with_epsilon(self.norm_eps)
                     .init(device),
-                wq: linear(self.d_model, self.n_heads * head_dim),
-                wk: linear(self.d_model, self.n_kv_heads * head_dim),
-                wv: linear(self.d_model, self.n_kv_heads * head_dim),
+                wq: qkv(self.d_model, self.n_heads * head_dim),
+                wk: qkv(self.d_model, self.n_kv_heads * head_dim),
+                wv: qkv(self.d_model, self.n_kv_heads * head_dim),
                 wo: linear(self.n_heads * head_dim, self.d_model),
                 ffn_norm: RmsNormConfig::new(self.d_model)
                     .with_epsilon(self.norm_eps)
@@ -110,6 +141,8 @@ impl PolicyConfig {
                 n_kv_heads: self.n_kv_heads,
                 head_dim,
                 rope_theta: self.rope_theta,
+                rope_interleaved: self.rope_interleaved,
+                adapters: None,
             })
             .collect();
         let model = PolicyModel {
@@ -118,12 +151,16 @@ impl PolicyConfig {
             norm: RmsNormConfig::new(self.d_model)
                 .with_epsilon(self.norm_eps)
                 .init(device),
-            lm_head: linear(self.d_model, self.vocab_size),
+            lm_head: (!self.tie_embeddings).then(|| linear(self.d_model, self.vocab_size)),
             value_head: LinearConfig::new(self.d_model, 1).init(device),
         };
         // burn initialises parameters lazily, on first use, and every clone of an uninitialised
         // parameter draws its own values. Touch them all now so that a model and its clones
         // (a saved copy, a frozen reference) hold the same weights.
+        let model = match &self.lora {
+            Some(lora) => model.with_lora(lora, device),
+            None => model,
+        };
         model.visit(&mut Materialise);
         model
     }
@@ -154,37 +191,51 @@ impl<B: Backend> ModuleVisitor<B> for Materialise {
 /// The policy network.
 #[derive(Module, Debug)]
 pub struct PolicyModel<B: Backend> {
-    embed: Embedding<B>,
-    blocks: Vec<Block<B>>,
-    norm: RmsNorm<B>,
-    lm_head: Linear<B>,
-    value_head: Linear<B>,
+    pub(crate) embed: Embedding<B>,
+    pub(crate) blocks: Vec<Block<B>>,
+    pub(crate) norm: RmsNorm<B>,
+    /// `None` when the output projection is the token embedding's transpose.
+    pub(crate) lm_head: Option<Linear<B>>,
+    pub(crate) value_head: Linear<B>,
 }
 
 /// One decoder block.
 #[derive(Module, Debug)]
 pub struct Block<B: Backend> {
-    attn_norm: RmsNorm<B>,
-    wq: Linear<B>,
-    wk: Linear<B>,
-    wv: Linear<B>,
-    wo: Linear<B>,
+    pub(crate) attn_norm: RmsNorm<B>,
+    pub(crate) wq: Linear<B>,
+    pub(crate) wk: Linear<B>,
+    pub(crate) wv: Linear<B>,
+    pub(crate) wo: Linear<B>,
     ffn_norm: RmsNorm<B>,
-    w1: Linear<B>,
-    w2: Linear<B>,
-    w3: Linear<B>,
+    /// Gate.
+    pub(crate) w1: Linear<B>,
+    /// Down.
+    pub(crate) w2: Linear<B>,
+    /// Up.
+    pub(crate) w3: Linear<B>,
+    /// LoRA adapters, when the model has them.
+    pub(crate) adapters: Option<crate::lora::BlockAdapters<B>>,
     n_heads: usize,
     n_kv_heads: usize,
     head_dim: usize,
     rope_theta: f64,
+    rope_interleaved: bool,
 }
 
-/// Rotates `x` by its positions.
+/// Rotates `x` by its positions, pairing dimensions `(2i, 2i + 1)` when `interleaved`, else
+/// `(i, i + d/2)` (Hugging Face's `rotate_half`). Pair `i` turns at frequency
+/// `theta^(-2i/d)` either way.
 ///
 /// # Shapes
 /// - `x`: `[batch, heads, seq, head_dim]`
 /// - `positions`: `[batch, seq]`
-fn rope<B: Backend>(x: Tensor<B, 4>, positions: &Tensor<B, 2, Int>, theta: f64) -> Tensor<B, 4> {
+fn rope<B: Backend>(
+    x: Tensor<B, 4>,
+    positions: &Tensor<B, 2, Int>,
+    theta: f64,
+    interleaved: bool,
+) -> Tensor<B, 4> {
     let [b, h, t, d] = x.dims();
     let device = x.device();
     let half = d / 2;
@@ -197,15 +248,31 @@ fn rope<B: Backend>(x: Tensor<B, 4>, positions: &Tensor<B, 2, Int>, theta: f64) 
         angles.clone().cos().unsqueeze_dim::<4>(1),
         angles.sin().unsqueeze_dim::<4>(1),
     ); // [b, 1, t, half]
-    let pairs = x.reshape([b, h, t, half, 2]);
-    let even = pairs.clone().narrow(4, 0, 1).reshape([b, h, t, half]);
-    let odd = pairs.narrow(4, 1, 1).reshape([b, h, t, half]);
-    let rot_even = even.clone() * cos.clone() - odd.clone() * sin.clone();
-    let rot_odd = even * sin + odd * cos;
-    Tensor::stack::<5>(vec![rot_even, rot_odd], 4).reshape([b, h, t, d])
+    if interleaved {
+        let pairs = x.reshape([b, h, t, half, 2]);
+        let even = pairs.clone().narrow(4, 0, 1).reshape([b, h, t, half]);
+        let odd = pairs.narrow(4, 1, 1).reshape([b, h, t, half]);
+        let rot_even = even.clone() * cos.clone() - odd.clone() * sin.clone();
+        let rot_odd = even * sin + odd * cos;
+        Tensor::stack::<5>(vec![rot_even, rot_odd], 4).reshape([b, h, t, d])
+    } else {
+        let first = x.clone().narrow(3, 0, half); // [b, h, t, half]
+        let second = x.narrow(3, half, half);
+        let rot_first = first.clone() * cos.clone() - second.clone() * sin.clone();
+        let rot_second = first * sin + second * cos;
+        Tensor::cat(vec![rot_first, rot_second], 3)
+    }
 }
 
 impl<B: Backend> Block<B> {
+    /// A projection plus its adapter's update, if it has one.
+    fn project(&self, target: LoraTarget, lin: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        match self.adapters.as_ref().and_then(|a| a.get(target)) {
+            Some(adapter) => lin.forward(x.clone()) + adapter.forward(x),
+            None => lin.forward(x),
+        }
+    }
+
     /// # Shapes
     /// - `x`: `[batch, seq, d_model]`
     /// - `positions`: `[batch, seq]`
@@ -221,22 +288,19 @@ impl<B: Backend> Block<B> {
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let normed = self.attn_norm.forward(x.clone());
         let q = self
-            .wq
-            .forward(normed.clone())
+            .project(LoraTarget::Q, &self.wq, normed.clone())
             .reshape([b, t, h, hd])
             .swap_dims(1, 2); // [b, h, t, hd]
         let k = self
-            .wk
-            .forward(normed.clone())
+            .project(LoraTarget::K, &self.wk, normed.clone())
             .reshape([b, t, kvh, hd])
             .swap_dims(1, 2); // [b, kvh, t, hd]
         let v = self
-            .wv
-            .forward(normed)
+            .project(LoraTarget::V, &self.wv, normed)
             .reshape([b, t, kvh, hd])
             .swap_dims(1, 2);
-        let q = rope(q, positions, self.rope_theta);
-        let k = rope(k, positions, self.rope_theta);
+        let q = rope(q, positions, self.rope_theta, self.rope_interleaved);
+        let k = rope(k, positions, self.rope_theta, self.rope_interleaved);
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
@@ -254,12 +318,11 @@ impl<B: Backend> Block<B> {
         let scores = q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt()) + bias.clone(); // [b, h, t, total]
         let attn = softmax(scores, 3).matmul(v); // [b, h, t, hd]
         let attn = attn.swap_dims(1, 2).reshape([b, t, h * hd]);
-        let x = x + self.wo.forward(attn);
+        let x = x + self.project(LoraTarget::O, &self.wo, attn);
         let normed = self.ffn_norm.forward(x.clone());
-        let ffn = self
-            .w2
-            .forward(silu(self.w1.forward(normed.clone())) * self.w3.forward(normed));
-        x + ffn
+        let gate = silu(self.project(LoraTarget::Gate, &self.w1, normed.clone()));
+        let up = self.project(LoraTarget::Up, &self.w3, normed);
+        x + self.project(LoraTarget::Down, &self.w2, gate * up)
     }
 }
 
@@ -292,15 +355,169 @@ impl<B: Backend> PolicyModel<B> {
             x = block.forward(x, &positions, &bias, layer);
         }
         let x = self.norm.forward(x);
-        let [b, t, _] = x.dims();
+        let [b, t, d] = x.dims();
+        let logits = match &self.lm_head {
+            Some(head) => head.forward(x.clone()),
+            None => {
+                let table = self.embed.weight.val(); // [vocab, d]
+                let vocab = table.dims()[0];
+                x.clone()
+                    .reshape([b * t, d])
+                    .matmul(table.transpose())
+                    .reshape([b, t, vocab])
+            }
+        };
         Output {
-            logits: self.lm_head.forward(x.clone()),
+            logits,
             values: self.value_head.forward(x).reshape([b, t]),
         }
+    }
+
+    /// The logits of one sequence at every position (a causal forward pass, no cache).
+    ///
+    /// # Shapes
+    /// - returns `[seq, vocab]`
+    pub fn logits_of(&self, ids: &[u32]) -> Tensor<B, 2> {
+        let device = self.embed.weight.device();
+        let t = ids.len();
+        let tokens = Tensor::<B, 1, Int>::from_data(
+            burn::tensor::TensorData::new(ids.iter().map(|&i| i as i64).collect(), [t]),
+            &device,
+        )
+        .reshape([1, t]);
+        let positions = Tensor::<B, 1, Int>::arange(0..t as i64, &device).reshape([1, t]);
+        let mask: Vec<f32> = (0..t * t)
+            .map(|k| {
+                if k % t <= k / t {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+            .collect();
+        let bias = tensor::<B, 2>(mask, [t, t], &device).reshape([1, 1, t, t]);
+        let out = self.forward(tokens, positions, bias, None);
+        let vocab = out.logits.dims()[2];
+        out.logits.reshape([t, vocab])
     }
 
     /// The number of decoder blocks.
     pub fn n_layers(&self) -> usize {
         self.blocks.len()
+    }
+}
+
+/// A tensor of `shape` from row-major values.
+fn tensor<B: Backend, const D: usize>(
+    values: Vec<f32>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(burn::tensor::TensorData::new(values, shape), device)
+}
+
+/// `[rows, cols]` row-major values transposed to `[cols, rows]`.
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = values[r * cols + c];
+        }
+    }
+    out
+}
+
+impl<B: Backend> PolicyModel<B> {
+    /// Builds the model from pretrained tensors in Hugging Face's Llama/Qwen2 naming and layout
+    /// (see [`Weights`](crate::pretrained::Weights)). Every tensor the config implies must be
+    /// present with its shape; the value head (not part of a language model) starts at zero.
+    /// Tensors left over (e.g. rotary caches) are returned by name.
+    pub(crate) fn from_weights(
+        config: &PolicyConfig,
+        weights: &mut crate::pretrained::Weights,
+        device: &B::Device,
+    ) -> crate::Result<(Self, Vec<String>)> {
+        config
+            .validate()
+            .map_err(|e| crate::PolicyError::Import(format!("config: {e}")))?;
+        let (d, ff, v) = (config.d_model, config.d_ff, config.vocab_size);
+        let hd = d / config.n_heads;
+        let (qd, kvd) = (config.n_heads * hd, config.n_kv_heads * hd);
+        let mut linear = |name: &str, din: usize, dout: usize, bias: bool| {
+            let w = weights.take(&format!("{name}.weight"), &[dout, din])?;
+            let weight = tensor::<B, 2>(transpose(&w.values, dout, din), [din, dout], device);
+            let bias = if bias {
+                let b = weights.take(&format!("{name}.bias"), &[dout])?;
+                Some(Param::from_tensor(tensor::<B, 1>(b.values, [dout], device)))
+            } else {
+                None
+            };
+            Ok::<_, crate::PolicyError>(Linear {
+                weight: Param::from_tensor(weight),
+                bias,
+            })
+        };
+        let mut blocks = Vec::with_capacity(config.n_layers);
+        for i in 0..config.n_layers {
+            let p = format!("model.layers.{i}");
+            let b = config.attn_bias;
+            let wq = linear(&format!("{p}.self_attn.q_proj"), d, qd, b)?;
+            let wk = linear(&format!("{p}.self_attn.k_proj"), d, kvd, b)?;
+            let wv = linear(&format!("{p}.self_attn.v_proj"), d, kvd, b)?;
+            let wo = linear(&format!("{p}.self_attn.o_proj"), qd, d, false)?;
+            let w1 = linear(&format!("{p}.mlp.gate_proj"), d, ff, false)?;
+            let w2 = linear(&format!("{p}.mlp.down_proj"), ff, d, false)?;
+            let w3 = linear(&format!("{p}.mlp.up_proj"), d, ff, false)?;
+            blocks.push((p, wq, wk, wv, wo, w1, w2, w3));
+        }
+        let lm_head = if config.tie_embeddings {
+            None
+        } else {
+            Some(linear("lm_head", d, v, false)?)
+        };
+        let mut norm = |name: &str| {
+            let g = weights.take(name, &[d])?;
+            Ok::<_, crate::PolicyError>(RmsNorm {
+                gamma: Param::from_tensor(tensor::<B, 1>(g.values, [d], device)),
+                epsilon: config.norm_eps,
+            })
+        };
+        let blocks = blocks
+            .into_iter()
+            .map(|(p, wq, wk, wv, wo, w1, w2, w3)| {
+                Ok(Block {
+                    attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                    ffn_norm: norm(&format!("{p}.post_attention_layernorm.weight"))?,
+                    wq,
+                    wk,
+                    wv,
+                    wo,
+                    w1,
+                    w2,
+                    w3,
+                    n_heads: config.n_heads,
+                    n_kv_heads: config.n_kv_heads,
+                    head_dim: hd,
+                    rope_theta: config.rope_theta,
+                    rope_interleaved: config.rope_interleaved,
+                    adapters: None,
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        let final_norm = norm("model.norm.weight")?;
+        let embed = weights.take("model.embed_tokens.weight", &[v, d])?;
+        let model = PolicyModel {
+            embed: Embedding {
+                weight: Param::from_tensor(tensor::<B, 2>(embed.values, [v, d], device)),
+            },
+            blocks,
+            norm: final_norm,
+            lm_head,
+            value_head: Linear {
+                weight: Param::from_tensor(Tensor::zeros([d, 1], device)),
+                bias: Some(Param::from_tensor(Tensor::zeros([1], device))),
+            },
+        };
+        Ok((model, weights.remaining()))
     }
 }

@@ -1,0 +1,197 @@
+//! Hugging Face model directories: `config.json`, `model.safetensors` (or shards listed in
+//! `model.safetensors.index.json`), `tokenizer.json` and `tokenizer_config.json`.
+//!
+//! The safetensors files are read with the `safetensors` crate rather than burn's store: the
+//! tensors go through the same [`Weights`] map as GGUF imports (which burn's store does not
+//! read), so one loader builds the decoder from both, with one shape check.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors};
+use serde::Deserialize;
+
+use super::weights::{Weight, Weights};
+use crate::model::PolicyConfig;
+use crate::{PolicyError, Result};
+
+fn bad(reason: impl Into<String>) -> PolicyError {
+    PolicyError::Import(reason.into())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| PolicyError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The fields of a Hugging Face `config.json` that the decoder needs.
+#[derive(Debug, Deserialize)]
+struct HfConfig {
+    model_type: String,
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    rope_theta: Option<f64>,
+    /// transformers 5 moves `rope_theta` here, next to `rope_type`.
+    #[serde(default)]
+    rope_parameters: Option<serde_json::Value>,
+    #[serde(default = "default_eps")]
+    rms_norm_eps: f64,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    max_position_embeddings: Option<usize>,
+    #[serde(default)]
+    rope_scaling: Option<serde_json::Value>,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default)]
+    mlp_bias: bool,
+    hidden_act: Option<String>,
+}
+
+fn default_eps() -> f64 {
+    1e-6
+}
+
+/// The decoder config of a Hugging Face `config.json` (Llama, incl. SmolLM2, and Qwen2).
+pub fn config_from_json(text: &str) -> Result<PolicyConfig> {
+    let c: HfConfig = serde_json::from_str(text).map_err(|e| bad(format!("config.json: {e}")))?;
+    let qwen2 = match c.model_type.as_str() {
+        "llama" => false,
+        "qwen2" => true,
+        other => {
+            return Err(bad(format!(
+                "model_type {other:?} is not supported (llama and qwen2 are)"
+            )));
+        }
+    };
+    let unsupported = |what: &str| Err(bad(format!("config.json: {what} is not supported")));
+    if c.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+        return unsupported("rope_scaling");
+    }
+    let mut theta = c.rope_theta;
+    if let Some(p) = c.rope_parameters.as_ref().filter(|v| !v.is_null()) {
+        if p.get("rope_type")
+            .and_then(|t| t.as_str())
+            .unwrap_or("default")
+            != "default"
+        {
+            return unsupported("a rope_type other than default");
+        }
+        theta = theta.or_else(|| p.get("rope_theta").and_then(|t| t.as_f64()));
+    }
+    if c.mlp_bias {
+        return unsupported("mlp_bias");
+    }
+    if !qwen2 && c.attention_bias {
+        return unsupported("attention_bias on a llama model (a bias on o_proj)");
+    }
+    if c.hidden_act.as_deref().is_some_and(|a| a != "silu") {
+        return unsupported("an activation other than silu");
+    }
+    if c.head_dim
+        .is_some_and(|d| d * c.num_attention_heads != c.hidden_size)
+    {
+        return unsupported("head_dim × heads ≠ hidden_size");
+    }
+    let config = PolicyConfig::new(c.vocab_size)
+        .with_d_model(c.hidden_size)
+        .with_n_layers(c.num_hidden_layers)
+        .with_n_heads(c.num_attention_heads)
+        .with_n_kv_heads(c.num_key_value_heads.unwrap_or(c.num_attention_heads))
+        .with_d_ff(c.intermediate_size)
+        .with_rope_theta(theta.unwrap_or(10_000.0))
+        .with_norm_eps(c.rms_norm_eps)
+        .with_attn_bias(qwen2)
+        .with_tie_embeddings(c.tie_word_embeddings)
+        .with_rope_interleaved(false)
+        .with_context_length(c.max_position_embeddings.unwrap_or(4096));
+    config
+        .validate()
+        .map_err(|e| bad(format!("config.json: {e}")))?;
+    Ok(config)
+}
+
+/// Converts one safetensors tensor to f32.
+fn to_f32(name: &str, view: &safetensors::tensor::TensorView<'_>) -> Result<Weight> {
+    let data = view.data();
+    let values: Vec<f32> = match view.dtype() {
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Dtype::F16 => data
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => data
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => {
+            return Err(bad(format!(
+                "tensor {name} has dtype {other:?} (F32, F16 and BF16 are supported)"
+            )));
+        }
+    };
+    Weight::new(view.shape().to_vec(), values)
+}
+
+/// Adds every tensor of one safetensors file to `weights`.
+pub fn read_safetensors(bytes: &[u8], weights: &mut Weights) -> Result<()> {
+    let file = SafeTensors::deserialize(bytes).map_err(|e| bad(format!("safetensors: {e}")))?;
+    for (name, view) in file.tensors() {
+        let w = to_f32(&name, &view)?;
+        weights.insert(name, w);
+    }
+    Ok(())
+}
+
+/// The tensors of a Hugging Face directory: `model.safetensors`, or every shard named in
+/// `model.safetensors.index.json`.
+pub fn weights(dir: &Path) -> Result<Weights> {
+    let mut weights = Weights::default();
+    let single = dir.join("model.safetensors");
+    let index = dir.join("model.safetensors.index.json");
+    if single.exists() {
+        read_safetensors(&read(&single)?, &mut weights)?;
+    } else if index.exists() {
+        let v: serde_json::Value = serde_json::from_slice(&read(&index)?)
+            .map_err(|e| bad(format!("{}: {e}", index.display())))?;
+        let shards: BTreeSet<String> = v["weight_map"]
+            .as_object()
+            .ok_or_else(|| bad("model.safetensors.index.json has no weight_map"))?
+            .values()
+            .filter_map(|f| f.as_str().map(str::to_owned))
+            .collect();
+        for shard in shards {
+            if shard.contains('/') || shard.contains("..") {
+                return Err(bad(format!("shard name {shard:?} leaves the directory")));
+            }
+            read_safetensors(&read(&dir.join(&shard))?, &mut weights)?;
+        }
+    } else {
+        return Err(bad(format!(
+            "{} has neither model.safetensors nor model.safetensors.index.json",
+            dir.display()
+        )));
+    }
+    Ok(weights)
+}
+
+/// The directory's chat template: `chat_template.jinja`, else the one in
+/// `tokenizer_config.json`, if either is there.
+pub fn chat_template(dir: &Path) -> Option<String> {
+    if let Ok(text) = std::fs::read_to_string(dir.join("chat_template.jinja")) {
+        return Some(text);
+    }
+    let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("chat_template")?.as_str().map(str::to_owned)
+}

@@ -1,0 +1,210 @@
+//! Pretrained models: Hugging Face directories (safetensors), GGUF files, and models sandgym
+//! knows by name, loaded into the same decoder the trainer improves.
+//!
+//! [`load`] takes what a user writes after `--model`:
+//! - a known name (see [`KNOWN_MODELS`]), fetched into the cache on first use;
+//! - a Hugging Face directory (`config.json`, `model.safetensors` or sharded, `tokenizer.json`),
+//!   Llama (SmolLM2 included) or Qwen2;
+//! - a `.gguf` file (F32, F16, BF16, Q8_0, Q4_0, Q4_1 tensors, dequantised to f32; the
+//!   tokenizer rebuilt from the file's metadata);
+//! - a sandgym checkpoint directory.
+//!
+//! The tokenizer's chat format (ChatML for SmolLM2 and Qwen2) decides how conversations are
+//! rendered; see [`ChatFormat`](crate::ChatFormat).
+
+mod fetch;
+mod gguf;
+mod hf;
+mod weights;
+
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use serde::{Deserialize, Serialize};
+
+pub use fetch::{KNOWN_MODELS, KnownModel, cache_dir, sha256_file, sha256_hex};
+pub use gguf::{GgufFile, MetaValue, TensorInfo, TensorType, dequantize};
+pub use hf::{chat_template, config_from_json, read_safetensors};
+pub use weights::{Weight, Weights, unpermute_rotary};
+
+use crate::model::{PolicyConfig, PolicyModel};
+use crate::{PolicyError, Result, Tokenizer};
+
+/// Where a model came from, saved beside anything trained from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// What the user named (`smollm2-135m-instruct`, a path).
+    pub source: String,
+    /// `gguf`, `hf` or `checkpoint`.
+    pub format: String,
+    /// SHA-256 of the weights file (the GGUF file, the safetensors files concatenated in name
+    /// order, or `model.mpk`).
+    pub sha256: String,
+}
+
+/// A loaded model with its config, tokenizer and identity.
+#[derive(Debug)]
+pub struct Pretrained<B: Backend> {
+    /// The decoder's config.
+    pub config: PolicyConfig,
+    /// The decoder.
+    pub model: PolicyModel<B>,
+    /// The model's tokenizer (its chat format detected).
+    pub tokenizer: Tokenizer,
+    /// Where it came from.
+    pub info: ModelInfo,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| PolicyError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Builds the decoder from `weights`; tensors left over are an error (they would be silently
+/// ignored parts of the model).
+fn build<B: Backend>(
+    config: &PolicyConfig,
+    mut weights: Weights,
+    device: &B::Device,
+) -> Result<PolicyModel<B>> {
+    let (model, rest) = PolicyModel::from_weights(config, &mut weights, device)?;
+    let rest: Vec<String> = rest
+        .into_iter()
+        .filter(|n| !n.ends_with("rotary_emb.inv_freq"))
+        .collect();
+    if !rest.is_empty() {
+        return Err(PolicyError::Import(format!(
+            "tensors the decoder has no place for: {}",
+            rest.join(", ")
+        )));
+    }
+    Ok(model)
+}
+
+fn check_vocab(config: &PolicyConfig, tokenizer: &Tokenizer) -> Result<()> {
+    if tokenizer.vocab_size() != config.vocab_size {
+        return Err(PolicyError::Import(format!(
+            "the tokenizer has {} tokens but the model's embedding has {} rows",
+            tokenizer.vocab_size(),
+            config.vocab_size
+        )));
+    }
+    Ok(())
+}
+
+/// Loads a GGUF file.
+pub fn load_gguf<B: Backend>(path: &Path, device: &B::Device) -> Result<Pretrained<B>> {
+    let bytes = read(path)?;
+    let sha256 = sha256_hex(&bytes);
+    let file = GgufFile::parse(bytes)?;
+    let config = file.config()?;
+    let tokenizer = Tokenizer::from_json(&file.tokenizer_json()?)?;
+    check_vocab(&config, &tokenizer)?;
+    let weights = file.weights(&config)?;
+    drop(file);
+    let model = build(&config, weights, device)?;
+    Ok(Pretrained {
+        config,
+        model,
+        tokenizer,
+        info: ModelInfo {
+            source: path.display().to_string(),
+            format: "gguf".into(),
+            sha256,
+        },
+    })
+}
+
+/// Loads a Hugging Face directory.
+pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<B>> {
+    let config_text =
+        std::fs::read_to_string(dir.join("config.json")).map_err(|source| PolicyError::Io {
+            path: dir.join("config.json"),
+            source,
+        })?;
+    let config = config_from_json(&config_text)?;
+    let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"))?;
+    if let Some(template) = chat_template(dir)
+        && template.contains("<|im_start|>")
+        && tokenizer.format().name != "chatml"
+    {
+        return Err(PolicyError::Import(format!(
+            "the chat template is ChatML but the tokenizer's special tokens say {}",
+            tokenizer.format().name
+        )));
+    }
+    check_vocab(&config, &tokenizer)?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|source| PolicyError::Io {
+            path: dir.to_owned(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    let mut hasher_input = Vec::new();
+    for f in &files {
+        hasher_input.extend(sha256_file(f)?.into_bytes());
+    }
+    let weights = hf::weights(dir)?;
+    let model = build(&config, weights, device)?;
+    Ok(Pretrained {
+        config,
+        model,
+        tokenizer,
+        info: ModelInfo {
+            source: dir.display().to_string(),
+            format: "hf".into(),
+            sha256: sha256_hex(&hasher_input),
+        },
+    })
+}
+
+/// Loads what `spec` names: a known model (fetched into the cache on first use), a GGUF file,
+/// a Hugging Face directory or a sandgym checkpoint directory.
+pub fn load<B: Backend>(spec: &str, device: &B::Device) -> Result<Pretrained<B>> {
+    if let Some(known) = KnownModel::find(spec) {
+        let path = known.fetch()?;
+        let mut loaded = load_gguf(&path, device)?;
+        if loaded.info.sha256 != known.sha256 {
+            return Err(PolicyError::Import(format!(
+                "{} in the cache has SHA-256 {}, expected {}; delete it and fetch again",
+                path.display(),
+                loaded.info.sha256,
+                known.sha256
+            )));
+        }
+        loaded.info.source = known.name.into();
+        return Ok(loaded);
+    }
+    let path = Path::new(spec);
+    if path.is_file() {
+        return load_gguf(path, device);
+    }
+    if path.join("model.mpk").is_file() {
+        let (config, model, tokenizer) = crate::checkpoint::load::<B>(path, device)?;
+        let sha256 = sha256_file(&path.join("model.mpk"))?;
+        return Ok(Pretrained {
+            config,
+            model,
+            tokenizer,
+            info: ModelInfo {
+                source: spec.into(),
+                format: "checkpoint".into(),
+                sha256,
+            },
+        });
+    }
+    if path.join("config.json").is_file() {
+        return load_hf(path, device);
+    }
+    let names: Vec<&str> = KNOWN_MODELS.iter().map(|m| m.name).collect();
+    Err(PolicyError::Import(format!(
+        "{spec:?} is neither a known model ({}), a .gguf file, a Hugging Face directory nor a \
+         sandgym checkpoint",
+        names.join(", ")
+    )))
+}
