@@ -21,6 +21,13 @@ pub struct EvalReport {
     pub mean_turns: f64,
     /// Episodes ended by an env failure.
     pub env_errors: usize,
+    /// Episodes whose context could not take another turn (see
+    /// [`Episode::out_of_context`]).
+    #[serde(default)]
+    pub out_of_context: usize,
+    /// Of those, episodes whose very first prompt did not fit (they played no turn).
+    #[serde(default)]
+    pub prompt_too_long: usize,
 }
 
 impl EvalReport {
@@ -33,6 +40,11 @@ impl EvalReport {
             mean_reward: episodes.iter().map(Episode::total_reward).sum::<f64>() / n,
             mean_turns: episodes.iter().map(|e| e.turns.len()).sum::<usize>() as f64 / n,
             env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
+            out_of_context: episodes.iter().filter(|e| e.out_of_context).count(),
+            prompt_too_long: episodes
+                .iter()
+                .filter(|e| e.out_of_context && e.turns.is_empty())
+                .count(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
 //! - `eval.jsonl` — one [`EvalPoint`] per periodic evaluation (`eval_every`);
 //! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
-//! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.bin` and `state.json`,
+//! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.mpk` and `state.json`,
 //!   replaced atomically (written beside, then renamed);
 //! - `reference/` — the frozen reference policy, when a KL term is on.
 //!
@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use burn::module::AutodiffModule;
 use burn::optim::Optimizer;
-use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_env_api::{BoxEnv, ResetOptions, SplitMix64};
 use sandgym_policy::{ActionLimits, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
@@ -210,7 +210,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let engine = Self::engine(&config, envs, &tokenizer)?;
         let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
         let opt_path = ckpt.join("optimizer");
-        let record = BinFileRecorder::<FullPrecisionSettings>::new()
+        let record = NamedMpkFileRecorder::<FullPrecisionSettings>::new()
             .load(opt_path.clone(), &learner.device)
             .map_err(|e| run_error(&opt_path, e))?;
         learner.optim = learner.optim.clone().load_record(record);
@@ -484,7 +484,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             &self.tokenizer,
         )?;
         let opt = tmp.join("optimizer");
-        BinFileRecorder::<FullPrecisionSettings>::new()
+        NamedMpkFileRecorder::<FullPrecisionSettings>::new()
             .record(self.learner.optim.to_record(), opt.clone())
             .map_err(|e| run_error(&opt, e))?;
         let state = RunState {
