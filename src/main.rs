@@ -35,6 +35,8 @@ enum Command {
     Proxy(cli::proxy::Args),
     /// Train the same policy the env way and the proxy way, and report them side by side.
     Compare(cli::compare::Args),
+    /// Pretrained models: list the known ones, fetch one into the cache.
+    Model(cli::model::Args),
     /// Measure performance figures (`sandgym bench sandbox`).
     Bench(cli::bench::Args),
 }
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => cli::proxy::run(&args),
         Command::Compare(args) => cli::compare::run(&args),
         Command::Bench(args) => cli::bench::run(&args),
+        Command::Model(args) => cli::model::run(&args),
     };
     match result {
         Ok(code) => code,

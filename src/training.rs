@@ -192,7 +192,7 @@ pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
             .map(|e| e.trajectory.records.len())
             .sum::<usize>() as f64
             / n,
-        env_errors: 0,
+        ..EvalReport::default()
     }
 }
 
@@ -202,4 +202,56 @@ pub fn default_tokenizer() -> anyhow::Result<crate::policy::Tokenizer> {
         crate::env_corpus(200)?.into_iter(),
         1000,
     )?)
+}
+
+/// The model a new run starts from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelChoice {
+    /// A pretrained model (a known name, a `.gguf` file, a Hugging Face directory or a sandgym
+    /// checkpoint); `None` or `tiny` for the small from-scratch model with the default
+    /// tokenizer.
+    pub model: Option<String>,
+    /// LoRA rank over a pretrained model; 0 trains every weight.
+    pub lora_rank: usize,
+}
+
+/// The starting policy of `choice`: the tiny model with fresh weights (seeded), or a
+/// pretrained model with fresh LoRA adapters (rank `lora_rank`, alpha twice the rank, every
+/// projection) whose config records the base model's identity.
+pub fn initial_policy<B: burn::tensor::backend::Backend>(
+    choice: &ModelChoice,
+    seed: u64,
+    device: &B::Device,
+) -> anyhow::Result<(
+    crate::policy::PolicyConfig,
+    crate::policy::PolicyModel<B>,
+    crate::policy::Tokenizer,
+)> {
+    B::seed(device, seed);
+    match choice.model.as_deref() {
+        None | Some("tiny") => {
+            let tokenizer = default_tokenizer()?;
+            let config = crate::policy::PolicyConfig::new(tokenizer.vocab_size());
+            let model = config.init::<B>(device);
+            Ok((config, model, tokenizer))
+        }
+        Some(spec) => {
+            let loaded = crate::policy::pretrained::load::<B>(spec, device)?;
+            let mut config = loaded.config;
+            if config.lora.is_some() || choice.lora_rank == 0 {
+                // Already adapted (a LoRA checkpoint), or full fine-tuning.
+                return Ok((config, loaded.model, loaded.tokenizer));
+            }
+            let lora = crate::policy::LoraConfig {
+                rank: choice.lora_rank,
+                alpha: 2.0 * choice.lora_rank as f64,
+                ..Default::default()
+            };
+            lora.validate().map_err(anyhow::Error::msg)?;
+            let model = loaded.model.with_lora(&lora, device);
+            config.lora = Some(lora);
+            config.base = Some(loaded.info);
+            Ok((config, model, loaded.tokenizer))
+        }
+    }
 }

@@ -327,6 +327,107 @@ fn train_then_eval_then_resume_from_the_command_line() {
     std::fs::remove_file(&config).unwrap();
 }
 
+/// The tiny Llama of the policy's test fixtures (a Hugging Face directory).
+fn tiny_llama() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("policy/tests/fixtures/tiny-llama")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn model_list_names_the_known_models() {
+    let out = sandgym(&["model", "list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("smollm2-135m-instruct"), "{text}");
+    let bad = sandgym(&["model", "fetch", "gpt-9"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown model"));
+}
+
+#[test]
+fn train_and_eval_a_pretrained_model_with_lora() {
+    let model = tiny_llama();
+    // Zero-shot: the pretrained model plays next to the baseline. Its context (256 tokens)
+    // is too short for the SQL prompts, which is reported, not hidden.
+    let eval = sandgym(&[
+        "eval",
+        "--model",
+        &model,
+        "--env",
+        "sql-agent-v0",
+        "--episodes",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(report["policy"]["episodes"], 3, "{report}");
+    assert_eq!(report["policy"]["prompt_too_long"], 3, "{report}");
+    assert_eq!(report["policy"]["mean_turns"], 0.0, "{report}");
+
+    // GRPO with LoRA on guess-number: the checkpoint holds the adapters and names its base.
+    let out = tmp("pretrained");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"tasks_per_iter": 2, "group_size": 2, "max_turns": 2, "save_every": 1}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--model",
+        &model,
+        "--lora-rank",
+        "4",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "2",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let policy = out.join("checkpoint/policy");
+    assert!(policy.join("adapters.mpk").is_file());
+    assert!(!policy.join("model.mpk").exists());
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(policy.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["lora"]["rank"], 4, "{saved}");
+    assert_eq!(saved["base"]["format"], "hf", "{saved}");
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--env",
+        "guess-number-v0",
+        "--episodes",
+        "2",
+        "--json",
+    ]);
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
 #[test]
 fn sft_writes_a_policy_that_eval_loads() {
     let out = tmp("sft");

@@ -40,6 +40,14 @@ pub struct Args {
     /// Requests per second `bench proxy` sends.
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
+    /// The model `bench policy` measures: `tiny` (the default), a known pretrained model, a
+    /// `.gguf` file or a Hugging Face directory.
+    #[arg(long, default_value = "tiny")]
+    model: String,
+    /// A Python with torch, transformers, gguf and accelerate: `bench policy` then also runs
+    /// `benches/pytorch/policy_bench.py` on the same GGUF model and prints the ratios.
+    #[arg(long)]
+    reference: Option<std::path::PathBuf>,
 }
 
 /// Runs the subcommand.
@@ -53,13 +61,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::Policy => match args.device.check()? {
             #[cfg(feature = "cuda")]
             sandgym::policy::DeviceKind::Cuda => {
-                policy::<sandgym::policy::GpuTrain>(args.seconds, &Default::default(), "cuda")?
+                policy::<sandgym::policy::GpuTrain>(args, &Default::default(), "cuda")?
             }
-            _ => policy::<sandgym::policy::CpuTrain>(
-                args.seconds,
-                &Default::default(),
-                "cpu (ndarray)",
-            )?,
+            _ => policy::<sandgym::policy::CpuTrain>(args, &Default::default(), "cpu (ndarray)")?,
         },
     };
     if args.json {
@@ -288,26 +292,48 @@ fn parallel_steps(
     Ok(total? as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Generation and training throughput of the default policy on one device.
+/// The process's peak resident memory in MB (Linux; 0 elsewhere).
+fn peak_rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// Generation and training throughput of a policy on one device: decode tokens/s at batch 64
+/// with and without the tool-call constraint, prefill tokens/s, forward+backward tokens/s,
+/// peak memory; with `--reference`, the same figures from PyTorch and the ratios.
 fn policy<B: burn::tensor::backend::AutodiffBackend>(
-    seconds: f64,
+    args: &Args,
     device: &B::Device,
     name: &str,
 ) -> anyhow::Result<Map<String, Value>> {
+    use burn::module::AutodiffModule;
     use burn::tensor::{Int, Tensor, TensorData};
     use sandgym::policy::{
-        ActionLimits, PolicyConfig, SampleConfig, Template, Tokenizer, ToolCallGrammar, generate,
-        masked_mean, token_logprobs,
+        ActionLimits, SampleConfig, Template, ToolCallGrammar, generate, masked_mean,
+        token_logprobs,
     };
-    let tok = Tokenizer::train(sandgym::env_corpus(40)?.into_iter(), 1000)?;
-    let config = PolicyConfig::new(tok.vocab_size());
-    let model = config.init::<B::InnerBackend>(device);
+    let seconds = args.seconds;
+    let tiny = args.model == "tiny";
+    let choice = sandgym::training::ModelChoice {
+        model: Some(args.model.clone()),
+        lora_rank: 0,
+    };
+    let (config, train, tok) = sandgym::training::initial_policy::<B>(&choice, 0, device)?;
+    let model = train.valid();
     let env = sandgym::make_env("sql-agent-v0", sandgym::Backend::Native, &Map::new())?;
     let tools = env.spec().tools.clone();
     let grammar = ToolCallGrammar::new(&tok, &tools, ActionLimits::default())?;
     let template = Template::new(&tok);
     let batch = 64;
     let new_tokens = if seconds < 0.2 { 4 } else { 32 };
+    let prompt_len = if tiny { 0 } else { 96 };
     let prompt = {
         let mut p = template
             .prompt(
@@ -315,7 +341,7 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
                 "Database `shop`: customers(id, name). Question: How many customers are there?",
             )?
             .ids;
-        p.push(template.generation_prefix());
+        p.extend(template.generation_prefix());
         p
     };
     let prompts = vec![prompt; batch];
@@ -323,51 +349,22 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         max_new_tokens: new_tokens,
         ..SampleConfig::default()
     };
-    let rate = |constrained: bool| -> anyhow::Result<f64> {
+    let rate = |prompts: &[Vec<u32>], constrained: bool| -> anyhow::Result<(f64, Duration)> {
         let mut constraints: Vec<_> = (0..batch)
             .map(|_| constrained.then(|| grammar.matcher()).transpose())
             .collect::<Result<_, _>>()?;
         let start = Instant::now();
-        let out = generate(
-            &model,
-            &prompts,
-            &mut constraints,
-            10_000_000,
-            &sample,
-            device,
-        )?;
+        let out = generate(&model, prompts, &mut constraints, u32::MAX, &sample, device)?;
         let tokens: usize = out.iter().map(|s| s.tokens.len()).sum();
-        Ok(tokens as f64 / start.elapsed().as_secs_f64())
+        Ok((
+            tokens as f64 / start.elapsed().as_secs_f64(),
+            start.elapsed(),
+        ))
     };
-    let free = rate(false)?;
-    let constrained = rate(true)?;
-    // Forward + backward per token: batch 8 x 128 tokens through the autodiff backend.
-    let train = config.init::<B>(device);
-    let (b, t) = (8, 128);
-    let ids: Vec<i64> = (0..b * t)
-        .map(|i| (i % (tok.vocab_size() - 10) + 6) as i64)
-        .collect();
-    let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [b, t]), device);
-    let positions: Vec<i64> = (0..b).flat_map(|_| 0..t as i64).collect();
-    let positions = Tensor::<B, 2, Int>::from_data(TensorData::new(positions, [b, t]), device);
-    let mut bias = vec![f32::NEG_INFINITY; t * t];
-    for q in 0..t {
-        for k in 0..=q {
-            bias[q * t + k] = 0.0;
-        }
-    }
-    let bias =
-        Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device).repeat_dim(0, b);
-    let start = Instant::now();
-    let out = train.forward(tokens.clone(), positions, bias, None);
-    let loss = masked_mean(
-        token_logprobs(out.logits, tokens, None, 1.0),
-        Tensor::ones([b, t], device),
-    );
-    let _grads = loss.backward();
-    B::sync(device)?;
-    let per_token = start.elapsed() / (b * t) as u32;
+    let free = rate(&prompts, false)?.0;
+    let constrained = rate(&prompts, true)?.0;
     let mut out = Map::new();
+    out.insert("model".into(), json!(args.model));
     out.insert("batch".into(), json!(batch));
     out.insert("new_tokens_per_sequence".into(), json!(new_tokens));
     out.insert("tokens_per_s_unconstrained".into(), json!(free.round()));
@@ -375,11 +372,144 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         "tokens_per_s_constrained".into(),
         json!(constrained.round()),
     );
-    out.insert("fwd_bwd_us_per_token".into(), us(per_token));
+    let random_ids = |b: usize, t: usize| -> Vec<u32> {
+        (0..b * t)
+            .map(|i| (i * 7919 % (config.vocab_size - 20) + 10) as u32)
+            .collect()
+    };
+    if prompt_len > 0 {
+        // Prefill of batch x prompt_len random tokens, then decode after it: the generation
+        // time minus the prefill time, per generated token (as the PyTorch reference does).
+        let ids = random_ids(batch, prompt_len);
+        let rows: Vec<Vec<u32>> = ids.chunks(prompt_len).map(<[u32]>::to_vec).collect();
+        let start = Instant::now();
+        let _ = model.forward(
+            Tensor::<B::InnerBackend, 2, Int>::from_data(
+                TensorData::new(
+                    ids.iter().map(|&i| i64::from(i)).collect(),
+                    [batch, prompt_len],
+                ),
+                device,
+            ),
+            Tensor::<B::InnerBackend, 1, Int>::arange(0..prompt_len as i64, device)
+                .reshape([1, prompt_len])
+                .repeat_dim(0, batch),
+            causal::<B::InnerBackend>(prompt_len, device).repeat_dim(0, batch),
+            None,
+        );
+        <B::InnerBackend as burn::tensor::backend::Backend>::sync(device)?;
+        let prefill = start.elapsed();
+        let (_, total) = rate(&rows, false)?;
+        let decode = (batch * new_tokens) as f64 / (total.saturating_sub(prefill)).as_secs_f64();
+        out.insert("prompt_tokens".into(), json!(prompt_len));
+        out.insert(
+            "prefill_tokens_per_s".into(),
+            json!(((batch * prompt_len) as f64 / prefill.as_secs_f64()).round()),
+        );
+        out.insert("decode_tokens_per_s".into(), json!(decode.round()));
+    }
+    // Forward + backward: batch 8 x 128 tokens through the autodiff backend, every weight.
+    let (b, t) = (8, 128);
+    let ids: Vec<i64> = random_ids(b, t).into_iter().map(i64::from).collect();
+    let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [b, t]), device);
+    let positions = Tensor::<B, 1, Int>::arange(0..t as i64, device)
+        .reshape([1, t])
+        .repeat_dim(0, b);
+    let start = Instant::now();
+    let fwd = train.forward(
+        tokens.clone(),
+        positions,
+        causal::<B>(t, device).repeat_dim(0, b),
+        None,
+    );
+    let loss = masked_mean(
+        token_logprobs(fwd.logits, tokens, None, 1.0),
+        Tensor::ones([b, t], device),
+    );
+    let _grads = loss.backward();
+    B::sync(device)?;
+    let elapsed = start.elapsed();
+    out.insert("fwd_bwd_us_per_token".into(), us(elapsed / (b * t) as u32));
+    out.insert(
+        "fwd_bwd_tokens_per_s".into(),
+        json!(((b * t) as f64 / elapsed.as_secs_f64()).round()),
+    );
     out.insert(
         "parameters".into(),
         json!(burn::module::Module::num_params(&model)),
     );
+    out.insert("peak_rss_mb".into(), json!(peak_rss_mb()));
     out.insert("device".into(), json!(name));
+    if let Some(python) = &args.reference {
+        let reference = pytorch_reference(python, &args.model, batch, prompt_len, new_tokens)?;
+        for (ours, theirs) in [
+            ("prefill_tokens_per_s", "prefill_tokens_per_s"),
+            ("decode_tokens_per_s", "decode_tokens_per_s"),
+            ("fwd_bwd_tokens_per_s", "fwd_bwd_tokens_per_s"),
+        ] {
+            if let (Some(a), Some(b)) = (out[ours].as_f64(), reference[theirs].as_f64()) {
+                out.insert(
+                    format!("ratio_{ours}"),
+                    json!((a / b * 1000.0).round() / 1000.0),
+                );
+            }
+        }
+        out.insert("pytorch".into(), reference);
+    }
     Ok(out)
+}
+
+/// A causal attention bias, `[1, 1, t, t]`.
+fn causal<B: burn::tensor::backend::Backend>(
+    t: usize,
+    device: &B::Device,
+) -> burn::tensor::Tensor<B, 4> {
+    let mut bias = vec![f32::NEG_INFINITY; t * t];
+    for q in 0..t {
+        for k in 0..=q {
+            bias[q * t + k] = 0.0;
+        }
+    }
+    burn::tensor::Tensor::from_data(burn::tensor::TensorData::new(bias, [1, 1, t, t]), device)
+}
+
+/// Runs `benches/pytorch/policy_bench.py` with `python` on the GGUF file of `model`.
+fn pytorch_reference(
+    python: &std::path::Path,
+    model: &str,
+    batch: usize,
+    prompt: usize,
+    new_tokens: usize,
+) -> anyhow::Result<Value> {
+    let gguf = match sandgym::policy::pretrained::KnownModel::find(model) {
+        Some(known) => known.fetch()?,
+        None if model.ends_with(".gguf") => std::path::PathBuf::from(model),
+        None => anyhow::bail!("--reference needs a known model or a .gguf file"),
+    };
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/pytorch/policy_bench.py");
+    let output = std::process::Command::new(python)
+        .arg(&script)
+        .arg("--gguf")
+        .arg(&gguf)
+        .args([
+            "--batch",
+            &batch.to_string(),
+            "--prompt",
+            &prompt.max(1).to_string(),
+        ])
+        .args(["--new-tokens", &new_tokens.to_string()])
+        .args(["--train-batch", "8", "--train-len", "128"])
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", python.display()))?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "the PyTorch reference failed (it needs torch, transformers, gguf and accelerate): {}",
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
+        );
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
 }

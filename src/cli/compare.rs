@@ -146,7 +146,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let device = Default::default();
     let (policy_config, model, tokenizer) = match &args.init {
         Some(dir) => checkpoint::load::<CpuTrain>(&policy_dir(dir), &device)?,
-        None => fresh_policy::<CpuTrain>(&args.env, &config, &device, Some(&out.join("init")))?,
+        None => fresh_policy::<CpuTrain>(
+            &args.env,
+            &config,
+            &device,
+            Some(&out.join("init")),
+            &Default::default(),
+        )?,
     };
     let n = config.episodes_per_iter();
     let run_info = |source: &str| json!({"env": args.env, "backend": "wasm", "source": source});

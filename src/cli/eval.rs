@@ -9,7 +9,7 @@ use anyhow::Context;
 use burn::tensor::backend::Backend as BurnBackend;
 use sandgym::Backend;
 use sandgym::env_api::{ResetOptions, Split};
-use sandgym::policy::{DeviceKind, checkpoint};
+use sandgym::policy::{DeviceKind, pretrained};
 use sandgym::trainer::{
     Algo, EvalReport, RolloutEngine, RolloutSettings, evaluate, policy_dir, read_run_config,
     rollout_settings,
@@ -21,8 +21,12 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run directory (its last checkpoint) or a policy checkpoint directory.
+    #[arg(long, required_unless_present = "model", conflicts_with = "model")]
+    checkpoint: Option<PathBuf>,
+    /// A pretrained model, zero-shot: a known name (`sandgym model list`; fetched on first
+    /// use), a `.gguf` file or a Hugging Face directory.
     #[arg(long)]
-    checkpoint: PathBuf,
+    model: Option<String>,
     /// The env to evaluate on.
     #[arg(long)]
     env: String,
@@ -62,11 +66,17 @@ pub struct Comparison {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let split = args.split;
     // The rollout shape the policy was trained with, when the checkpoint is a run directory.
-    let settings = match read_run_config(&args.checkpoint) {
-        Ok(run) => rollout_settings(&run.train),
-        Err(_) => rollout_settings(&preset(&args.env, Algo::Grpo)),
+    let run = args.checkpoint.as_deref().map(read_run_config);
+    let settings = match run {
+        Some(Ok(run)) => rollout_settings(&run.train),
+        _ => rollout_settings(&preset(&args.env, Algo::Grpo)),
     };
-    let dir = policy_dir(&args.checkpoint);
+    let spec = match (&args.checkpoint, &args.model) {
+        (Some(dir), _) => policy_dir(dir).display().to_string(),
+        (None, Some(model)) => model.clone(),
+        (None, None) => anyhow::bail!("give --checkpoint DIR or --model NAME|PATH"),
+    };
+    let dir = Path::new(&spec);
     let report = match args.device.check()? {
         #[cfg(feature = "cuda")]
         DeviceKind::Cuda => compare::<sandgym::policy::Gpu>(
@@ -104,7 +114,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Evaluates the policy in `dir` (greedy) and the scripted baseline on seeds `0..episodes`.
+/// Evaluates the policy in `dir` (a checkpoint, or a pretrained model's name or path; greedy)
+/// and the scripted baseline on seeds `0..episodes`. A pretrained model's context length
+/// replaces the rollout's context budget.
 pub fn compare<B: BurnBackend>(
     dir: &Path,
     env: &str,
@@ -114,7 +126,13 @@ pub fn compare<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
-    let (_, model, tokenizer) = checkpoint::load::<B>(dir, device)?;
+    let loaded = pretrained::load::<B>(&dir.display().to_string(), device)?;
+    let (model, tokenizer) = (loaded.model, loaded.tokenizer);
+    let mut settings = *settings;
+    if loaded.info.format != "checkpoint" {
+        settings.max_context = loaded.config.context_length;
+    }
+    let settings = &settings;
     let backend = if wasm { Backend::Wasm } else { Backend::Native };
     let envs = env_batch(env, backend, episodes.clamp(1, 64))?;
     let mut engine = RolloutEngine::new(envs, 2, tokenizer, *settings)?;
@@ -135,11 +153,17 @@ pub fn print(c: &Comparison, env: &str, split: Split) {
         "{env}, {split:?} split, {} episodes (same seeds)",
         c.policy.episodes
     );
-    println!("            success  mean reward  turns");
+    println!("            success  mean reward  turns  env errors  out of context");
     for (name, r) in [("policy", &c.policy), ("baseline", &c.baseline)] {
         println!(
-            "{name:<10}  {:>7.3}  {:>11.3}  {:>5.2}",
-            r.success_rate, r.mean_reward, r.mean_turns
+            "{name:<10}  {:>7.3}  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
+            r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
+        );
+    }
+    if c.policy.prompt_too_long > 0 {
+        println!(
+            "{} episodes played no turn: their first prompt does not fit the model's context",
+            c.policy.prompt_too_long
         );
     }
 }

@@ -60,7 +60,13 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
     }
     if args.data.is_none() && args.init.is_none() {
         // A fresh policy warm-started on the baseline: the same path `train` takes.
-        crate::cli::train::fresh_policy::<B>(&args.env, &config, &device, Some(&args.out))?;
+        crate::cli::train::fresh_policy::<B>(
+            &args.env,
+            &config,
+            &device,
+            Some(&args.out),
+            &Default::default(),
+        )?;
         eprintln!("policy written to {}", args.out.display());
         return Ok(ExitCode::SUCCESS);
     }

@@ -15,7 +15,7 @@ use sandgym::trainer::{
     Algo, IterMetrics, Learner, TrainConfig, Trainer, policy_dir, read_run_config,
     rollout_settings, sft,
 };
-use sandgym::training::{default_tokenizer, env_batch, preset};
+use sandgym::training::{ModelChoice, env_batch, initial_policy, preset};
 use serde_json::json;
 
 /// Options of `sandgym train`.
@@ -40,8 +40,16 @@ pub struct Args {
     /// The run directory (default `runs/<env>-<algo>`).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The model to start from: `tiny` (the small from-scratch model, the default), a known
+    /// pretrained model (`sandgym model list`; fetched on first use), a `.gguf` file or a
+    /// Hugging Face directory.
+    #[arg(long, conflicts_with = "init")]
+    model: Option<String>,
+    /// LoRA rank over a pretrained `--model` (0 trains every weight).
+    #[arg(long, default_value_t = 16)]
+    lora_rank: usize,
     /// Continue the run in this directory from its last checkpoint.
-    #[arg(long, conflicts_with_all = ["env", "init", "config", "out"])]
+    #[arg(long, conflicts_with_all = ["env", "init", "config", "out", "model"])]
     resume: Option<PathBuf>,
     /// cpu, or cuda (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
@@ -128,18 +136,16 @@ pub(crate) fn settings(
     Ok(c)
 }
 
-/// A fresh policy for `env`: the default tokenizer and model, warm-started with SFT on the
+/// A fresh policy for `env` (the model `choice` names), warm-started with SFT on the
 /// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
 pub(crate) fn fresh_policy<B: AutodiffBackend>(
     env: &str,
     config: &TrainConfig,
     device: &B::Device,
     sft_dir: Option<&Path>,
+    choice: &ModelChoice,
 ) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
-    let tokenizer = default_tokenizer()?;
-    let policy_config = PolicyConfig::new(tokenizer.vocab_size());
-    B::seed(device, config.seed);
-    let model = policy_config.init::<B>(device);
+    let (policy_config, model, tokenizer) = initial_policy::<B>(choice, config.seed, device)?;
     if config.sft.episodes == 0 {
         return Ok((policy_config, model, tokenizer));
     }
@@ -246,20 +252,28 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
     } else {
         let env = args.env.clone().expect("clap requires --env");
         let algo: Algo = args.algo.parse()?;
-        let config = settings(&env, algo, args.config.as_deref(), args.iters, args.seed)?;
+        let mut config = settings(&env, algo, args.config.as_deref(), args.iters, args.seed)?;
         let out = args
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("runs/{env}-{}", algo.name())));
         let (policy_config, model, tokenizer) = match &args.init {
             Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
-            None => fresh_policy::<B>(&env, &config, &device, Some(&out.join("sft")))?,
+            None => {
+                let choice = ModelChoice {
+                    model: args.model.clone(),
+                    lora_rank: args.lora_rank,
+                };
+                fresh_policy::<B>(&env, &config, &device, Some(&out.join("sft")), &choice)?
+            }
         };
+        config.max_context = config.max_context.min(policy_config.context_length);
         let envs = env_batch(&env, backend(args.native), config.episodes_per_iter())?;
         let run = json!({
             "env": env,
             "backend": if args.native { "native" } else { "wasm" },
             "init": args.init.as_ref().map(|p| p.display().to_string()),
+            "model": args.model.clone().unwrap_or_else(|| "tiny".into()),
             "device": args.device.to_string(),
             "source": if args.source == Source::Proxy { "proxy" } else { "env" },
         });

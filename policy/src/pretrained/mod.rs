@@ -37,8 +37,9 @@ pub struct ModelInfo {
     pub source: String,
     /// `gguf`, `hf` or `checkpoint`.
     pub format: String,
-    /// SHA-256 of the weights file (the GGUF file, the safetensors files concatenated in name
-    /// order, or `model.mpk`).
+    /// SHA-256 of the weights: the GGUF file; for a Hugging Face directory, of the
+    /// safetensors files' digests in name order; for a checkpoint, of `model.mpk` (or
+    /// `adapters.mpk`).
     pub sha256: String,
 }
 
@@ -53,6 +54,15 @@ pub struct Pretrained<B: Backend> {
     pub tokenizer: Tokenizer,
     /// Where it came from.
     pub info: ModelInfo,
+}
+
+/// The absolute form of a path the user gave, so that a checkpoint naming it as its base
+/// loads from any working directory.
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_owned())
+        .display()
+        .to_string()
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -110,7 +120,7 @@ pub fn load_gguf<B: Backend>(path: &Path, device: &B::Device) -> Result<Pretrain
         model,
         tokenizer,
         info: ModelInfo {
-            source: path.display().to_string(),
+            source: absolute(path),
             format: "gguf".into(),
             sha256,
         },
@@ -156,7 +166,7 @@ pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<
         model,
         tokenizer,
         info: ModelInfo {
-            source: dir.display().to_string(),
+            source: absolute(dir),
             format: "hf".into(),
             sha256: sha256_hex(&hasher_input),
         },
@@ -184,15 +194,19 @@ pub fn load<B: Backend>(spec: &str, device: &B::Device) -> Result<Pretrained<B>>
     if path.is_file() {
         return load_gguf(path, device);
     }
-    if path.join("model.mpk").is_file() {
+    let weights = ["model.mpk", "adapters.mpk"]
+        .iter()
+        .map(|f| path.join(f))
+        .find(|p| p.is_file());
+    if let Some(weights) = weights {
         let (config, model, tokenizer) = crate::checkpoint::load::<B>(path, device)?;
-        let sha256 = sha256_file(&path.join("model.mpk"))?;
+        let sha256 = sha256_file(&weights)?;
         return Ok(Pretrained {
             config,
             model,
             tokenizer,
             info: ModelInfo {
-                source: spec.into(),
+                source: absolute(path),
                 format: "checkpoint".into(),
                 sha256,
             },
