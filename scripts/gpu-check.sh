@@ -19,3 +19,7 @@ cargo test --release -p sandgym-policy --features cuda --test all 2>&1 | tee "$o
 echo "==> bench policy: cuda, then cpu"
 ./target/release/sandgym bench policy --device cuda --seconds 1 --json | tee "$out/bench-policy-cuda.json"
 ./target/release/sandgym bench policy --device cpu --seconds 1 --json | tee "$out/bench-policy-cpu.json"
+echo "==> bench policy: the pretrained 135M model on cuda (the device has no network: carry the"
+echo "    model cache, e.g. SANDGYM_CACHE=shared/cache after \`sandgym model fetch\` here)"
+./target/release/sandgym bench policy --model smollm2-135m-instruct --device cuda --seconds 1 --json \
+  | tee "$out/bench-policy-smollm2-cuda.json" || echo "bench policy --model failed (see above)"

@@ -361,9 +361,11 @@ impl<B: Backend> PolicyModel<B> {
             None => {
                 let table = self.embed.weight.val(); // [vocab, d]
                 let vocab = table.dims()[0];
-                x.clone()
-                    .reshape([b * t, d])
-                    .matmul(table.transpose())
+                // [vocab, d] · [d, b·t]: the large table stays contiguous (multiplying by its
+                // transposed view made one decoding step ~1.7 s on ndarray).
+                table
+                    .matmul(x.clone().reshape([b * t, d]).transpose())
+                    .transpose()
                     .reshape([b, t, vocab])
             }
         };
