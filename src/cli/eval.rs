@@ -80,7 +80,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let report = match args.device.check()? {
         #[cfg(feature = "cuda")]
         DeviceKind::Cuda => compare::<sandgym::policy::Gpu>(
-            &dir,
+            dir,
             &args.env,
             split,
             args.episodes,
@@ -89,7 +89,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             &Default::default(),
         )?,
         _ => compare::<sandgym::policy::Cpu>(
-            &dir,
+            dir,
             &args.env,
             split,
             args.episodes,

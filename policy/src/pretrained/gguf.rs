@@ -94,9 +94,9 @@ impl TensorType {
         match self {
             Self::F32 => n.checked_mul(4),
             Self::F16 | Self::Bf16 => n.checked_mul(2),
-            Self::Q4_0 => (n % 32 == 0).then(|| n / 32 * 18),
-            Self::Q4_1 => (n % 32 == 0).then(|| n / 32 * 20),
-            Self::Q8_0 => (n % 32 == 0).then(|| n / 32 * 34),
+            Self::Q4_0 => n.is_multiple_of(32).then(|| n / 32 * 18),
+            Self::Q4_1 => n.is_multiple_of(32).then(|| n / 32 * 20),
+            Self::Q8_0 => n.is_multiple_of(32).then(|| n / 32 * 34),
         }
     }
 }

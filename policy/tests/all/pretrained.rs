@@ -243,12 +243,12 @@ impl GgufWriter {
             offsets.push(offset);
             offset += (data.len() as u64).div_ceil(32) * 32;
         }
-        while out.len() % 32 != 0 {
+        while !out.len().is_multiple_of(32) {
             out.push(0);
         }
         for (_, _, _, data) in &self.tensors {
             out.extend(data);
-            while out.len() % 32 != 0 {
+            while !out.len().is_multiple_of(32) {
                 out.push(0);
             }
         }
