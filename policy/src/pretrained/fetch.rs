@@ -164,11 +164,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// The lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|source| PolicyError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    Ok(sha256_hex(&bytes))
+    Ok(sha256_hex(&super::read(path)?))
 }
 
 /// The lower-case hex SHA-256 of `bytes`.

@@ -11,19 +11,13 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+use super::read;
 use super::weights::{Weight, Weights};
 use crate::model::PolicyConfig;
 use crate::{PolicyError, Result};
 
 fn bad(reason: impl Into<String>) -> PolicyError {
     PolicyError::Import(reason.into())
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| PolicyError::Io {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// The fields of a Hugging Face `config.json` that the decoder needs.
@@ -154,13 +148,20 @@ pub fn read_safetensors(bytes: &[u8], weights: &mut Weights) -> Result<()> {
 }
 
 /// The tensors of a Hugging Face directory: `model.safetensors`, or every shard named in
-/// `model.safetensors.index.json`.
-pub fn weights(dir: &Path) -> Result<Weights> {
+/// `model.safetensors.index.json`; and the SHA-256 of the files' own digests in name order
+/// (computed from the bytes already read).
+pub fn weights(dir: &Path) -> Result<(Weights, String)> {
     let mut weights = Weights::default();
+    let mut digests = String::new();
+    let mut add = |path: &Path, weights: &mut Weights| -> Result<()> {
+        let bytes = read(path)?;
+        digests.push_str(&super::sha256_hex(&bytes));
+        read_safetensors(&bytes, weights)
+    };
     let single = dir.join("model.safetensors");
     let index = dir.join("model.safetensors.index.json");
     if single.exists() {
-        read_safetensors(&read(&single)?, &mut weights)?;
+        add(&single, &mut weights)?;
     } else if index.exists() {
         let v: serde_json::Value = serde_json::from_slice(&read(&index)?)
             .map_err(|e| bad(format!("{}: {e}", index.display())))?;
@@ -174,7 +175,7 @@ pub fn weights(dir: &Path) -> Result<Weights> {
             if shard.contains('/') || shard.contains("..") {
                 return Err(bad(format!("shard name {shard:?} leaves the directory")));
             }
-            read_safetensors(&read(&dir.join(&shard))?, &mut weights)?;
+            add(&dir.join(&shard), &mut weights)?;
         }
     } else {
         return Err(bad(format!(
@@ -182,7 +183,7 @@ pub fn weights(dir: &Path) -> Result<Weights> {
             dir.display()
         )));
     }
-    Ok(weights)
+    Ok((weights, super::sha256_hex(digests.as_bytes())))
 }
 
 /// The directory's chat template: `chat_template.jinja`, else the one in

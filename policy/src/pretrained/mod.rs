@@ -65,7 +65,7 @@ fn absolute(path: &Path) -> String {
         .to_string()
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|source| PolicyError::Io {
         path: path.to_owned(),
         source,
@@ -129,11 +129,8 @@ pub fn load_gguf<B: Backend>(path: &Path, device: &B::Device) -> Result<Pretrain
 
 /// Loads a Hugging Face directory.
 pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<B>> {
-    let config_text =
-        std::fs::read_to_string(dir.join("config.json")).map_err(|source| PolicyError::Io {
-            path: dir.join("config.json"),
-            source,
-        })?;
+    let config_text = String::from_utf8(read(&dir.join("config.json"))?)
+        .map_err(|_| PolicyError::Import("config.json is not UTF-8".into()))?;
     let config = config_from_json(&config_text)?;
     let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"))?;
     if let Some(template) = chat_template(dir)
@@ -146,20 +143,7 @@ pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<
         )));
     }
     check_vocab(&config, &tokenizer)?;
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|source| PolicyError::Io {
-            path: dir.to_owned(),
-            source,
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    files.sort();
-    let mut hasher_input = Vec::new();
-    for f in &files {
-        hasher_input.extend(sha256_file(f)?.into_bytes());
-    }
-    let weights = hf::weights(dir)?;
+    let (weights, sha256) = hf::weights(dir)?;
     let model = build(&config, weights, device)?;
     Ok(Pretrained {
         config,
@@ -168,7 +152,7 @@ pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<
         info: ModelInfo {
             source: absolute(dir),
             format: "hf".into(),
-            sha256: sha256_hex(&hasher_input),
+            sha256,
         },
     })
 }

@@ -152,15 +152,16 @@ pub fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
     )
 }
 
-/// Whether `python3` can be run; the tests that need a second process or the `openai` client
-/// say so and pass without it (a machine with only rustup and cargo), and run everywhere else.
-pub fn have_python() -> bool {
+/// Fails the test, saying what to install, when `python3` cannot be run: the tests that need a
+/// second process or the `openai` client never pass by skipping.
+pub fn require_python() {
     let found = std::process::Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("python3 not found: this test needs it and is skipped");
-    }
-    found
+    assert!(
+        found,
+        "this test needs python3 (with venv and pip): install it, e.g. \
+         `apt-get install python3 python3-venv python3-pip`"
+    );
 }

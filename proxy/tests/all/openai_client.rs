@@ -7,7 +7,7 @@ use std::process::Command;
 
 use sandgym_proxy::{PolicyServer, Proxy, ProxyConfig, TraceStore};
 
-use crate::common::{have_python, server_config, temp_dir, tiny_policy};
+use crate::common::{require_python, server_config, temp_dir, tiny_policy};
 
 /// A Python with `openai` installed: `SANDGYM_PYTHON` if set, else a venv in the temp dir.
 fn python() -> PathBuf {
@@ -74,9 +74,7 @@ print(json.dumps(sorted(seen)))
 
 #[test]
 fn openai_python_client_talks_to_the_server_directly_and_through_the_proxy() {
-    if !have_python() {
-        return;
-    }
+    require_python();
     let py = python();
     let (model, tokenizer) = tiny_policy();
     let server = PolicyServer::start(model, tokenizer, server_config(false)).unwrap();

@@ -5,7 +5,7 @@ use std::process::Command;
 use sandgym_proxy::{Proxy, ProxyConfig, TraceStore};
 use serde_json::json;
 
-use crate::common::{Canned, have_python, post, temp_dir};
+use crate::common::{Canned, post, require_python, temp_dir};
 
 #[test]
 fn forwards_unchanged_and_records_tokens_timing_and_reward() {
@@ -111,9 +111,7 @@ fn bad_requests_get_clear_errors_and_are_not_recorded() {
 /// rollouts; every call is recorded, in order, and every reward is there.
 #[test]
 fn concurrent_load_from_another_process_loses_no_trace() {
-    if !have_python() {
-        return;
-    }
+    require_python();
     let upstream = Canned::start();
     let dir = temp_dir("load");
     let db = dir.join("t.db");
