@@ -36,7 +36,7 @@ def main():
     model.eval()
     with torch.no_grad():
         start = time.perf_counter()
-        out = model(prompt, use_cache=True)
+        out = model(prompt, use_cache=True, logits_to_keep=1)
         prefill = args.batch * args.prompt / (time.perf_counter() - start)
         past = out.past_key_values
         token = out.logits[:, -1].argmax(-1, keepdim=True)

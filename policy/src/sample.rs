@@ -164,14 +164,14 @@ pub fn generate<B: Backend>(
     }
     let mut next_pos: Vec<i64> = prompts.iter().map(|p| p.len() as i64).collect();
     let mut cache = KvCache::new(model.n_layers());
-    let out = model.forward(
+    let out = model.forward_last(
         ints(tokens, [b, width], device),
         ints(positions, [b, width], device),
         bias(&valid, width, device),
         Some(&mut cache),
     );
-    let [_, t, vocab] = out.logits.dims();
-    let mut last = rows(out.logits.narrow(1, t - 1, 1).reshape([b, vocab]));
+    let vocab = out.logits.dims()[2];
+    let mut last = rows(out.logits.reshape([b, vocab]));
     let mut results = vec![Sampled::default(); b];
     let mut rngs: Vec<SplitMix64> = (0..b)
         .map(|r| SplitMix64::new(config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))

@@ -383,7 +383,7 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         let ids = random_ids(batch, prompt_len);
         let rows: Vec<Vec<u32>> = ids.chunks(prompt_len).map(<[u32]>::to_vec).collect();
         let start = Instant::now();
-        let _ = model.forward(
+        let _ = model.forward_last(
             Tensor::<B::InnerBackend, 2, Int>::from_data(
                 TensorData::new(
                     ids.iter().map(|&i| i64::from(i)).collect(),

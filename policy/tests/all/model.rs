@@ -219,3 +219,30 @@ fn observation_tokens_carry_no_gradient() {
     }
     assert!(trained > 0 && trained < n, "{trained}/{n}");
 }
+
+#[test]
+fn forward_last_is_the_last_position_of_a_full_forward_pass() {
+    let device = select_device();
+    for tied in [false, true] {
+        let model = config(300).with_tie_embeddings(tied).init::<Infer>(&device);
+        let ids: Vec<i64> = vec![4, 8, 15, 16, 23, 42];
+        let n = ids.len();
+        let full = logits(&model, &ids);
+        let tokens = Tensor::<Infer, 2, Int>::from_data(TensorData::new(ids, [1, n]), &device);
+        let positions = Tensor::<Infer, 1, Int>::arange(0..n as i64, &device).reshape([1, n]);
+        let mut bias = vec![f32::NEG_INFINITY; n * n];
+        for q in 0..n {
+            for k in 0..=q {
+                bias[q * n + k] = 0.0;
+            }
+        }
+        let bias = Tensor::<Infer, 4>::from_data(TensorData::new(bias, [1, 1, n, n]), &device);
+        let out = model.forward_last(tokens, positions, bias, None);
+        assert_eq!(out.logits.dims(), [1, 1, 300]);
+        assert_eq!(out.values.dims(), [1, 1]);
+        let last: Vec<f32> = out.logits.into_data().to_vec().unwrap();
+        for (a, b) in last.iter().zip(&full[(n - 1) * 300..]) {
+            assert!((a - b).abs() < 1e-5, "last {a} vs full {b} (tied {tied})");
+        }
+    }
+}
