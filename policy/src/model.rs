@@ -357,6 +357,9 @@ impl<B: Backend> PolicyModel<B> {
     /// (`[batch, 1, vocab]` and `[batch, 1]`): what a prefill before decoding needs. The
     /// output projection over a 49k vocabulary is a fifth of a 135M model's compute per
     /// position, and its `[batch, seq, vocab]` result the largest tensor of a prefill.
+    ///
+    /// # Panics
+    /// When `seq` is 0 (there is no last position).
     pub fn forward_last(
         &self,
         tokens: Tensor<B, 2, Int>,
