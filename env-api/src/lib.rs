@@ -107,7 +107,7 @@ pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
 };
 pub use rng::SplitMix64;
-pub use schema::{Schema, SchemaType};
+pub use schema::{EXAMPLE_BUDGET, Schema, SchemaType};
 pub use spec::{EnvId, EnvSpec};
 pub use tool::{ToolSpec, begin_step, validate_action};
 pub use trajectory::Trajectory;

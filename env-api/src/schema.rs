@@ -8,6 +8,12 @@ use serde_json::{Map, Value};
 use crate::SplitMix64;
 use crate::action::json_type;
 
+/// Most characters, array items and values in one [`Schema::example`], and the largest
+/// `minLength`/`minItems` that [`Schema::lint`] accepts: a tool call longer than this is not
+/// something a model writes, and a bound beyond it (a guest may declare 10^15) must not make the
+/// host allocate it.
+pub const EXAMPLE_BUDGET: u64 = 1 << 16;
+
 /// A JSON value type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -236,6 +242,13 @@ impl Schema {
         {
             out.push(format!("{path}: minItems {lo} exceeds maxItems {hi}"));
         }
+        for (keyword, min) in [("minLength", self.min_length), ("minItems", self.min_items)] {
+            if let Some(min) = min.filter(|&m| m > EXAMPLE_BUDGET) {
+                out.push(format!(
+                    "{path}: {keyword} {min} is more than a tool call can hold ({EXAMPLE_BUDGET})"
+                ));
+            }
+        }
         if let Some(values) = &self.enumeration {
             if values.is_empty() {
                 out.push(format!("{path}: enum is empty, no value can match"));
@@ -265,6 +278,11 @@ impl Schema {
     /// bounds, strings of allowed length; every declared property of an object). Used by
     /// `check_env` to script episodes for any env. Patterns are not followed.
     ///
+    /// The value holds at most [`EXAMPLE_BUDGET`] characters, array items and values in all,
+    /// whatever bounds the schema declares (a spec may come from a hostile guest): past the
+    /// budget, strings and arrays come out shorter than their minimum ([`Schema::lint`] reports
+    /// such minimums).
+    ///
     /// ```
     /// use sandgym_env_api::{Schema, SplitMix64};
     /// let s = Schema::object().property("n", Schema::integer().with_range(3.0, 5.0), true);
@@ -272,6 +290,12 @@ impl Schema {
     /// assert!(s.validate(&v).is_ok());
     /// ```
     pub fn example(&self, rng: &mut SplitMix64) -> Value {
+        let mut budget = EXAMPLE_BUDGET;
+        self.example_within(rng, &mut budget)
+    }
+
+    fn example_within(&self, rng: &mut SplitMix64, budget: &mut u64) -> Value {
+        *budget = budget.saturating_sub(1);
         if let Some(values) = self.enumeration.as_ref().filter(|v| !v.is_empty()) {
             return rng.choose(values).clone();
         }
@@ -300,7 +324,8 @@ impl Schema {
             Some(SchemaType::String) => {
                 let min = self.min_length.unwrap_or(1);
                 let max = self.max_length.unwrap_or(min.max(8)).max(min);
-                let len = min + rng.below(max.min(min + 8) - min + 1);
+                let len = (min + rng.below(max.min(min.saturating_add(8)) - min + 1)).min(*budget);
+                *budget -= len;
                 let text: String = (0..len)
                     .map(|_| char::from(b'a' + rng.below(26) as u8))
                     .collect();
@@ -308,15 +333,19 @@ impl Schema {
             }
             Some(SchemaType::Array) => {
                 let min = self.min_items.unwrap_or(0);
-                let max = self.max_items.unwrap_or(min + 2).max(min);
-                let len = min + rng.below(max.min(min + 3) - min + 1);
+                let max = self.max_items.unwrap_or(min.saturating_add(2)).max(min);
+                let len = (min + rng.below(max.min(min.saturating_add(3)) - min + 1)).min(*budget);
                 let item = self.items.as_deref().cloned().unwrap_or_default();
-                Value::Array((0..len).map(|_| item.example(rng)).collect())
+                Value::Array(
+                    (0..len)
+                        .map_while(|_| (*budget > 0).then(|| item.example_within(rng, budget)))
+                        .collect(),
+                )
             }
             Some(SchemaType::Object) => Value::Object(
                 self.properties
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.example(rng)))
+                    .map(|(k, v)| (k.clone(), v.example_within(rng, budget)))
                     .collect(),
             ),
         }
@@ -575,6 +604,41 @@ mod tests {
             ..Schema::object()
         };
         assert_eq!(open.counterexample(&mut rng), None);
+    }
+
+    #[test]
+    fn absurd_bounds_give_a_bounded_example_and_a_lint_problem() {
+        let mut rng = SplitMix64::new(3);
+        let huge = Schema::object()
+            .property(
+                "s",
+                Schema::string().with_length(1_000_000_000_000_000, u64::MAX),
+                true,
+            )
+            .property(
+                "a",
+                Schema::array(
+                    Schema::array(Schema::string()).with_items_range(u64::MAX - 1, u64::MAX),
+                )
+                .with_items_range(1 << 40, u64::MAX),
+                true,
+            );
+        let v = huge.example(&mut rng);
+        let size = serde_json::to_string(&v).unwrap().len() as u64;
+        assert!(size < 8 * EXAMPLE_BUDGET, "{size} bytes");
+        assert!(v["s"].as_str().unwrap().len() as u64 <= EXAMPLE_BUDGET);
+        assert!(huge.counterexample(&mut rng).is_some());
+        let problems = huge.lint();
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(
+            problems[0].contains("minItems 1099511627776"),
+            "{problems:#?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("minLength 1000000000000000"))
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum CpuLimit {
     /// Wall-clock deadline per call, enforced by epoch interruption (cheap: ~11–15 % overhead).
+    /// The epoch ticks every millisecond and each tick compares the clock with the call's
+    /// deadline, so a call ends within a few milliseconds of it however much of its time
+    /// went into host calls.
     Deadline(#[serde(with = "millis")] Duration),
     /// Deterministic instruction budget per call (fuel; ~30–50 % overhead). The same guest and
     /// inputs always stop at the same point, whatever the machine's load.
@@ -43,10 +46,15 @@ pub struct Limits {
     /// The guest's wasm stack, in bytes.
     pub stack_bytes: usize,
     /// Largest string or byte list a guest may return from one call (observation, spec,
-    /// snapshot), in bytes.
+    /// snapshot, error detail), in bytes. The copy out of the guest itself is bounded by it
+    /// (plus 64 KiB for the rest of a call's result), so a larger value is never copied.
     pub max_output_bytes: usize,
-    /// Bytes of guest stderr kept (for panic messages).
+    /// Bytes of guest stderr kept: the tail of what the current call wrote (for panic
+    /// messages). Writing more never fails; the oldest bytes are dropped.
     pub stderr_bytes: usize,
+    /// Resource handles (WASI pollables and streams, the guest's own resources) an instance may
+    /// hold at once.
+    pub max_handles: usize,
 }
 
 impl Default for Limits {
@@ -58,6 +66,7 @@ impl Default for Limits {
             stack_bytes: 512 << 10,
             max_output_bytes: 1 << 20,
             stderr_bytes: 64 << 10,
+            max_handles: 10_000,
         }
     }
 }

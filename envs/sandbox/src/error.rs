@@ -64,6 +64,21 @@ pub enum SandboxError {
         /// The limit.
         limit: usize,
     },
+    /// The guest tried to pass more bytes to the host in one call (a return value, an error
+    /// detail, a log line, a write to stderr) than the output limit allows; the copy stopped
+    /// at the limit.
+    #[error("the guest tried to pass more than {limit} bytes to the host in one call")]
+    TransferTooLarge {
+        /// The limit on one call's data, in bytes.
+        limit: usize,
+    },
+    /// The guest held more resource handles (WASI pollables, streams, its own resources) at
+    /// once than allowed.
+    #[error("the guest exceeded its limit of {limit} live handles")]
+    HandleLimit {
+        /// The limit.
+        limit: usize,
+    },
     /// The guest returned something that is not valid for the contract (bad JSON, a spec that
     /// does not parse, a non-finite reward).
     #[error("the guest returned invalid output: {reason}")]

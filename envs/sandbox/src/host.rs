@@ -1,18 +1,17 @@
 //! The state of one guest instance's store: WASI with nothing granted, the resource limiter,
-//! the guest's stderr and log, and the `host` interface the guest imports.
+//! the call's deadline, the guest's stderr and log, and the `host` interface the guest imports.
 
-use std::time::Duration;
+use std::time::Instant;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{
-    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
-};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::{Level, sandgym};
+use crate::clock::FrozenClock;
+use crate::tail::TailPipe;
 use crate::{Limits, SandboxError};
 
 /// Most log lines kept per instance (older ones are dropped).
@@ -23,15 +22,18 @@ const MAX_LOG_LINE: usize = 4096;
 /// Store data of one instance.
 pub(crate) struct HostState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) limiter: Limiter,
-    pub(crate) stderr: MemoryOutputPipe,
+    /// The tail of what the guest wrote to stderr during the current call.
+    pub(crate) stderr: TailPipe,
     pub(crate) log: Vec<(Level, String)>,
+    /// When the current call must end (CPU limited by deadline).
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl HostState {
     pub(crate) fn new(limits: &Limits) -> Self {
-        let stderr = MemoryOutputPipe::new(limits.stderr_bytes);
+        let stderr = TailPipe::new(limits.stderr_bytes);
         // Nothing is granted: no preopened directories, no environment, no arguments, no
         // network; stdout is discarded. Clocks are frozen and randomness is a fixed stream, so
         // nothing outside the reset seed can make two runs differ.
@@ -47,21 +49,25 @@ impl HostState {
             .allow_ip_name_lookup(false)
             .max_random_size(1 << 16)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_handles);
         Self {
             wasi,
-            table: ResourceTable::new(),
+            table,
             limiter: Limiter {
                 memory_bytes: limits.memory_bytes,
                 table_elements: limits.table_elements,
             },
             stderr,
             log: Vec::new(),
+            deadline: None,
         }
     }
 
     /// The panic message the guest printed, if any (Rust prints `panicked at FILE:LINE:COL:\nMSG`).
     pub(crate) fn panic_message(&self) -> Option<String> {
-        let text = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
         let at = text.rfind("panicked at ")?;
         let rest = &text[at..];
         let message = rest.split_once('\n').map_or(rest, |(_, m)| m);
@@ -92,27 +98,6 @@ impl sandgym::env::host::Host for HostState {
             self.log.remove(0);
         }
         self.log.push((level, message));
-    }
-}
-
-/// A clock that never moves: the guest cannot observe time.
-struct FrozenClock;
-
-impl HostWallClock for FrozenClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_secs(1)
-    }
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-}
-
-impl HostMonotonicClock for FrozenClock {
-    fn resolution(&self) -> u64 {
-        1_000_000_000
-    }
-    fn now(&self) -> u64 {
-        0
     }
 }
 

@@ -22,8 +22,10 @@
 //! # Isolation and limits
 //! Guests get WASI with nothing granted: no files, sockets, environment variables or
 //! arguments; clocks are frozen and OS randomness is a fixed stream, so an episode depends on
-//! its seed alone. Each call into a guest runs under the [`Limits`]: CPU (epoch deadline or
-//! fuel), memory and tables (a store limiter), stack, and output size. Every way a guest can
+//! its seed alone. Time is virtual: a sleep or a clock subscription is ready at once, so no
+//! WASI call can block the host. Each call into a guest runs under the [`Limits`]: CPU (epoch
+//! deadline measured against the clock, or fuel), memory and tables (a store limiter), stack,
+//! live handles, and output size (bounding the copy out of the guest itself). Every way a guest can
 //! fail is a typed [`SandboxError`] that ends only that episode; the next reset gets a fresh
 //! instance.
 //!
@@ -35,11 +37,13 @@
 
 mod bindings;
 mod cache;
+mod clock;
 mod config;
 mod error;
 mod faults;
 mod host;
 mod sandbox;
+mod tail;
 mod wasm_env;
 
 pub use config::{CpuLimit, Limits, SandboxConfig};

@@ -10,6 +10,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{EnvGuest, EnvGuestPre};
+use crate::clock::VirtualClock;
 use crate::host::HostState;
 use crate::{CpuLimit, Result, SandboxConfig, SandboxError, WasmEnv, cache};
 
@@ -143,6 +144,7 @@ impl Sandbox {
         let component = cache::load(&self.inner.engine, wasm, cache_dir.as_deref())?;
         let mut linker = Linker::<HostState>::new(&self.inner.engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SandboxError::Load)?;
+        VirtualClock::add_to_linker(&mut linker).map_err(SandboxError::Load)?;
         EnvGuest::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(SandboxError::Load)?;
         let pre = linker
             .instantiate_pre(&component)

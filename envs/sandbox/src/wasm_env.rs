@@ -1,14 +1,20 @@
 //! `WasmEnv`: an [`Env`] whose implementation runs as a sandboxed guest.
 
+use std::time::Instant;
+
 use serde_json::{Map, Value};
-use wasmtime::{Store, Trap};
+use wasmtime::component::ResourceTableError;
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use sandgym_env_api::{Action, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, WireError};
 
 use crate::bindings::{EnvGuest, Status, WitError};
 use crate::host::HostState;
-use crate::sandbox::EPOCH_TICK;
-use crate::{CpuLimit, Guest, Result, SandboxError};
+use crate::{CpuLimit, Guest, Limits, Result, SandboxError};
+
+/// Room in one call's copy out of the guest for what surrounds its largest string (the result
+/// record, a status, a reward).
+const TRANSFER_SLACK: usize = 64 << 10;
 
 struct Instance {
     store: Store<HostState>,
@@ -141,13 +147,23 @@ impl WasmEnv {
         let engine = self.guest.inner.sandbox.engine().clone();
         let mut store = Store::new(&engine, HostState::new(&limits));
         store.limiter(|s| &mut s.limiter);
-        if let CpuLimit::Deadline(_) = limits.cpu {
-            store.epoch_deadline_trap();
+        store.set_hostcall_fuel(limits.max_output_bytes.saturating_add(TRANSFER_SLACK));
+        store.set_max_component_handles(limits.max_handles);
+        if let CpuLimit::Deadline(limit) = limits.cpu {
+            // Every epoch tick compares the clock with the call's deadline: counting ticks
+            // instead drifts late by however long the ticker oversleeps and the guest spends in
+            // host calls (measured 25–70 % late).
+            store.epoch_deadline_callback(move |store| match store.data().deadline {
+                Some(deadline) if Instant::now() >= deadline => {
+                    Err(wasmtime::Error::new(SandboxError::Timeout { limit }))
+                }
+                _ => Ok(UpdateDeadline::Continue(1)),
+            });
         }
         arm(&mut store, limits.cpu).map_err(SandboxError::Instantiate)?;
         let bindings =
             self.guest.inner.pre.instantiate(&mut store).map_err(|e| {
-                match classify(e, &store, limits.cpu) {
+                match classify(e, &store, &limits) {
                     SandboxError::Trap { message } => {
                         SandboxError::Instantiate(wasmtime::Error::msg(message))
                     }
@@ -162,8 +178,18 @@ impl WasmEnv {
             .bindings
             .sandgym_env_env()
             .call_init(&mut instance.store, &config)
-            .map_err(|e| classify(e, &instance.store, limits.cpu))?;
-        init.map_err(|e| SandboxError::Init(wit_to_env_error(e)))?;
+            .map_err(|e| classify(e, &instance.store, &limits))?;
+        if let Err(refused) = init {
+            let bytes = refused.detail.len();
+            return Err(if bytes > limits.max_output_bytes {
+                SandboxError::OutputTooLarge {
+                    bytes,
+                    limit: limits.max_output_bytes,
+                }
+            } else {
+                SandboxError::Init(wit_to_env_error(refused))
+            });
+        }
         Ok(instance)
     }
 
@@ -172,7 +198,7 @@ impl WasmEnv {
         &mut self,
         f: impl FnOnce(&mut Store<HostState>, &EnvGuest) -> wasmtime::Result<T>,
     ) -> Result<T> {
-        let cpu = self.limits().cpu;
+        let limits = self.limits().clone();
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Poisoned {
                 reason: self
@@ -181,12 +207,12 @@ impl WasmEnv {
                     .unwrap_or_else(|| "no instance".into()),
             });
         };
-        let result =
-            arm(&mut instance.store, cpu).and_then(|()| f(&mut instance.store, &instance.bindings));
+        let result = arm(&mut instance.store, limits.cpu)
+            .and_then(|()| f(&mut instance.store, &instance.bindings));
         match result {
             Ok(value) => Ok(value),
             Err(e) => {
-                let error = classify(e, &instance.store, cpu);
+                let error = classify(e, &instance.store, &limits);
                 self.fault(&error);
                 Err(error)
             }
@@ -210,6 +236,26 @@ impl WasmEnv {
         Ok(())
     }
 
+    /// A reward from the guest, which must be a finite number.
+    fn check_reward(&mut self, reward: f64) -> Result<f64> {
+        if reward.is_finite() {
+            return Ok(reward);
+        }
+        let error = SandboxError::InvalidOutput {
+            reason: format!("the reward is {reward}, not a finite number"),
+        };
+        self.fault(&error);
+        Err(error)
+    }
+
+    /// An error the env reported, whose detail is bounded like any other output.
+    fn env_error(&mut self, error: WitError) -> EnvError {
+        match self.check_size(error.detail.len()) {
+            Ok(()) => wit_to_env_error(error),
+            Err(too_large) => too_large.into(),
+        }
+    }
+
     fn parse_observation(&mut self, text: &str) -> Result<Observation> {
         self.check_size(text.len())?;
         serde_json::from_str(text).map_err(|e| {
@@ -225,7 +271,8 @@ impl WasmEnv {
     fn sync(&mut self) -> Result<()> {
         let text = self.call(|s, g| g.sandgym_env_env().call_observe(s))?;
         self.last = self.parse_observation(&text)?;
-        self.reward = self.call(|s, g| g.sandgym_env_env().call_reward(s))?;
+        let reward = self.call(|s, g| g.sandgym_env_env().call_reward(s))?;
+        self.reward = self.check_reward(reward)?;
         self.done = status(self.call(|s, g| g.sandgym_env_env().call_done(s))?);
         Ok(())
     }
@@ -241,29 +288,54 @@ impl WasmEnv {
     }
 }
 
-/// Sets the per-call CPU budget.
+/// Sets the per-call CPU budget and starts the call's stderr afresh.
 fn arm(store: &mut Store<HostState>, cpu: CpuLimit) -> wasmtime::Result<()> {
+    store.data().stderr.clear();
     match cpu {
         CpuLimit::Deadline(limit) => {
-            let ticks = limit.as_nanos().div_ceil(EPOCH_TICK.as_nanos()).max(1);
-            store.set_epoch_deadline(ticks as u64);
+            store.data_mut().deadline = Some(Instant::now() + limit);
+            store.set_epoch_deadline(1);
             Ok(())
         }
         CpuLimit::Fuel(fuel) => store.set_fuel(fuel),
     }
 }
 
-/// Turns a wasmtime error from a guest call into a typed sandbox error.
-fn classify(error: wasmtime::Error, store: &Store<HostState>, cpu: CpuLimit) -> SandboxError {
+/// What wasmtime says when a call's copy out of the guest passes the store's hostcall fuel
+/// (its error type is private, so the message is the only thing to recognise).
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+/// What wasmtime says when the guest holds more handles than the store allows.
+const HANDLE_LIMIT_EXCEEDED: &str = "store handle limit exceeded";
+
+/// Turns a wasmtime error from a guest call into a typed sandbox error, with a one-line
+/// message (wasmtime's errors carry a multi-line wasm backtrace).
+fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> SandboxError {
     let error = match error.downcast::<SandboxError>() {
         Ok(typed) => return typed,
         Err(error) => error,
     };
     let Some(trap) = error.downcast_ref::<Trap>() else {
+        let full = matches!(
+            error.downcast_ref::<ResourceTableError>(),
+            Some(ResourceTableError::Full)
+        );
+        let says = |what: &str| error.chain().any(|e| e.to_string().contains(what));
+        if full || says(HANDLE_LIMIT_EXCEEDED) {
+            return SandboxError::HandleLimit {
+                limit: limits.max_handles,
+            };
+        }
+        if says(HOSTCALL_FUEL_EXHAUSTED) {
+            return SandboxError::TransferTooLarge {
+                limit: limits.max_output_bytes,
+            };
+        }
+        let cause = error.root_cause().to_string();
         return SandboxError::Trap {
-            message: format!("{error:#}"),
+            message: cause.lines().next().unwrap_or_default().to_owned(),
         };
     };
+    let cpu = limits.cpu;
     match *trap {
         Trap::OutOfFuel => SandboxError::OutOfFuel {
             fuel: match cpu {
@@ -305,7 +377,7 @@ impl Env for WasmEnv {
         self.ensure_instance(fresh)?;
         let options = serde_json::to_string(options).expect("ResetOptions serialise");
         let result = self.call(|s, g| g.sandgym_env_env().call_reset(s, seed, &options))?;
-        let text = result.map_err(wit_to_env_error)?;
+        let text = result.map_err(|e| self.env_error(e))?;
         self.last = self.parse_observation(&text)?;
         self.reward = 0.0;
         self.done = Done::Running;
@@ -332,10 +404,11 @@ impl Env for WasmEnv {
         }
         let action = action.to_json();
         let result = self.call(|s, g| g.sandgym_env_env().call_step(s, &action))?;
-        let step = result.map_err(wit_to_env_error)?;
+        let step = result.map_err(|e| self.env_error(e))?;
         let observation = self.parse_observation(&step.observation)?;
+        let reward = self.check_reward(step.reward)?;
         self.last = observation;
-        self.reward = step.reward;
+        self.reward = reward;
         self.done = status(step.status);
         Ok(self.last.clone())
     }
@@ -350,7 +423,7 @@ impl Env for WasmEnv {
 
     fn snapshot(&mut self) -> sandgym_env_api::Result<Vec<u8>> {
         let result = self.call(|s, g| g.sandgym_env_env().call_snapshot(s))?;
-        let bytes = result.map_err(wit_to_env_error)?;
+        let bytes = result.map_err(|e| self.env_error(e))?;
         self.check_size(bytes.len())?;
         Ok(bytes)
     }
@@ -359,7 +432,7 @@ impl Env for WasmEnv {
         self.ensure_instance(false)?;
         let state = snapshot.to_vec();
         let result = self.call(|s, g| g.sandgym_env_env().call_restore(s, &state))?;
-        result.map_err(wit_to_env_error)?;
+        result.map_err(|e| self.env_error(e))?;
         self.reset_once = true;
         self.sync()?;
         Ok(())

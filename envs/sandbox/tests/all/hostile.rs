@@ -36,6 +36,10 @@ fn fault(kind: &str) -> SandboxError {
         "{kind} took {:?}",
         start.elapsed()
     );
+    assert!(
+        !err.to_string().contains('\n'),
+        "{kind}: the error is not one line: {err}"
+    );
     assert_eq!(
         err.kind(),
         sandgym_env_api::ErrorKind::Episode,
@@ -124,10 +128,167 @@ fn a_panic_comes_back_with_its_message() {
 
 #[test]
 fn a_multi_megabyte_observation_is_refused() {
+    // 8 MiB: the copy out of the guest stops at the limit (plus slack) and is refused.
     let err = fault("big-output");
     assert!(
-        matches!(err, SandboxError::OutputTooLarge { limit, .. } if limit == 1 << 20),
+        matches!(err, SandboxError::TransferTooLarge { limit } if limit == 1 << 20),
         "{err}"
+    );
+    // Just over the limit (1,000 bytes of text more, in its JSON wrapping): copied, measured
+    // and refused.
+    let err = fault("over-limit-output");
+    assert!(
+        matches!(err, SandboxError::OutputTooLarge { limit, bytes } if limit == 1 << 20 && bytes > limit + 1000 && bytes < limit + 2000),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_multi_megabyte_error_detail_is_refused() {
+    let err = fault("huge-error");
+    assert!(
+        matches!(err, SandboxError::TransferTooLarge { limit } if limit == 1 << 20),
+        "{err}"
+    );
+}
+
+/// Runs `f` on another thread and fails (instead of hanging) when it takes longer than `limit`.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|e| panic!("still running after {limit:?}: {e}"))
+}
+
+#[test]
+fn blocking_wasi_calls_return_at_once_in_virtual_time() {
+    let fuel = Sandbox::new(crate::test_config(CpuLimit::Fuel(50_000_000))).unwrap();
+    for sandbox in [crate::sandbox().clone(), fuel] {
+        let answers = within(Duration::from_secs(20), move || {
+            let mut env = env_in(&sandbox);
+            ["sleep", "poll-duration", "poll-instant", "stdin"]
+                .map(|kind| attack(&mut env, kind).map_err(|e| format!("{kind}: {e}")))
+        });
+        assert_eq!(
+            answers,
+            [
+                Ok("slept".to_owned()),
+                Ok("polled".to_owned()),
+                Ok("polled".to_owned()),
+                Ok("stdin 0".to_owned())
+            ]
+        );
+    }
+}
+
+#[test]
+fn loops_through_wasi_end_at_the_deadline() {
+    let limit = Duration::from_secs(1);
+    let sandbox = Sandbox::new(crate::test_config(CpuLimit::Deadline(limit))).unwrap();
+    for kind in ["loop", "sleep-loop", "clock-loop"] {
+        let sandbox = sandbox.clone();
+        let (err, took) = within(Duration::from_secs(20), move || {
+            let mut env = env_in(&sandbox);
+            let start = Instant::now();
+            let err = attack(&mut env, kind).unwrap_err();
+            (err, start.elapsed())
+        });
+        assert!(
+            matches!(
+                SandboxError::from_env_error(&err),
+                Some(SandboxError::Timeout { .. })
+            ),
+            "{kind}: {err}"
+        );
+        // The deadline is compared with the clock at every epoch tick (1 ms): the call ends
+        // at the deadline, not 25-70 % after it as when ticks were counted.
+        assert!(
+            took >= limit && took <= limit.mul_f64(1.1),
+            "{kind} ended after {took:?} with a deadline of {limit:?}"
+        );
+    }
+    let fuel = Sandbox::new(crate::test_config(CpuLimit::Fuel(50_000_000))).unwrap();
+    let err = within(Duration::from_secs(20), move || {
+        attack(&mut env_in(&fuel), "sleep-loop").unwrap_err()
+    });
+    assert!(
+        matches!(
+            SandboxError::from_env_error(&err),
+            Some(SandboxError::OutOfFuel { .. })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn stderr_chatter_never_fills_and_a_later_panic_keeps_its_message() {
+    let mut env = env();
+    // 400 steps of ~500 bytes: several times the 64 KiB of stderr kept, across episodes.
+    for episode in 0..4 {
+        env.reset(episode, &ResetOptions::default()).unwrap();
+        for _ in 0..100 {
+            assert_eq!(attack(&mut env, "chatter").unwrap(), "chatted");
+        }
+    }
+    assert_eq!(env.instances_created(), 1);
+    let err = attack(&mut env, "panic").unwrap_err();
+    match SandboxError::from_env_error(&err) {
+        Some(SandboxError::GuestPanic { message }) => {
+            assert_eq!(message, "hostile guest panics on purpose")
+        }
+        other => panic!("expected the guest's panic, got {other:?}"),
+    }
+}
+
+#[test]
+fn leaked_handles_hit_the_handle_limit() {
+    let err = fault("handles");
+    assert!(
+        matches!(err, SandboxError::HandleLimit { limit: 10_000 }),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_finite_rewards_are_invalid_output() {
+    for (kind, shown) in [("nan-reward", "NaN"), ("inf-reward", "inf")] {
+        match fault(kind) {
+            SandboxError::InvalidOutput { reason } => assert!(reason.contains(shown), "{reason}"),
+            other => panic!("{kind}: expected invalid output, got {other}"),
+        }
+    }
+}
+
+#[test]
+fn absurd_schema_bounds_in_a_spec_are_reported_not_allocated() {
+    let guest = crate::sandbox()
+        .load(sandgym_guest_artifacts::HOSTILE.wasm)
+        .unwrap();
+    let config = json!({"spec": "absurd-bounds"});
+    let mut env = guest.instantiate(config.as_object().unwrap()).unwrap();
+    let report = within(Duration::from_secs(60), move || {
+        sandgym_env_api::check_env(&mut env)
+    });
+    assert!(!report.is_ok());
+    let spec_problems: Vec<&str> = report
+        .failures
+        .iter()
+        .filter(|f| f.check == "spec")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert!(
+        spec_problems
+            .iter()
+            .any(|m| m.contains("minLength 1000000000000000")),
+        "{report}"
+    );
+    assert!(
+        spec_problems
+            .iter()
+            .any(|m| m.contains("minItems 1099511627776")),
+        "{report}"
     );
 }
 
