@@ -54,7 +54,9 @@ struct State {
     upstream: String,
     agent: ureq::Agent,
     writer: TraceWriter,
-    seqs: Mutex<HashMap<String, i64>>,
+    /// Per rollout: the next call's sequence number, and the calls recorded. A sequence number
+    /// is taken once the upstream has answered, so a failed forward leaves no gap.
+    seqs: Mutex<HashMap<String, (i64, i64)>>,
 }
 
 /// A running recording proxy; stops when dropped.
@@ -184,8 +186,7 @@ fn reward(state: &State, rollout: &str, body: &[u8]) -> Result<(u16, Vec<u8>), H
         .lock()
         .expect("seq lock")
         .get(rollout)
-        .copied()
-        .unwrap_or(0);
+        .map_or(0, |&(_, recorded)| recorded);
     let answer = json!({"rollout": rollout, "reward": reward, "calls": calls});
     Ok((200, answer.to_string().into_bytes()))
 }
@@ -245,13 +246,13 @@ fn completion(
              captured from whole responses; send \"stream\": false",
         ));
     }
+    let (status, bytes, upstream) = forward(state, "POST", path, body, auth)?;
     let seq = {
         let mut seqs = state.seqs.lock().expect("seq lock");
-        let next = seqs.entry(rollout.to_owned()).or_insert(0);
+        let (next, _) = seqs.entry(rollout.to_owned()).or_insert((0, 0));
         *next += 1;
         *next - 1
     };
-    let (status, bytes, upstream) = forward(state, "POST", path, body, auth)?;
     let response: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let choice = response.pointer("/choices/0");
     let logprobs = choice
@@ -281,6 +282,9 @@ fn completion(
         .writer
         .record(record)
         .map_err(|e| HttpError::new(500, format!("cannot record the call: {e}")))?;
+    if let Some((_, recorded)) = state.seqs.lock().expect("seq lock").get_mut(rollout) {
+        *recorded += 1;
+    }
     Ok((status, bytes))
 }
 

@@ -23,6 +23,9 @@ use crate::Result;
 use crate::chat;
 use crate::http::{self, HttpError, Request, Response, Server};
 
+/// Most new tokens one request may ask for; more is cut to this.
+const MAX_NEW_TOKENS: u32 = 4096;
+
 /// How the policy server runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
@@ -70,7 +73,7 @@ pub struct Served {
 
 struct Job {
     prompt: Vec<u32>,
-    matcher: ToolCallMatcher,
+    grammar: Arc<ToolCallGrammar>,
     temperature: f32,
     max_tokens: usize,
     seed: u64,
@@ -86,6 +89,21 @@ struct State {
     counter: AtomicU64,
     journal: Mutex<Vec<Served>>,
     generated: AtomicU64,
+    /// Message text longer than this cannot fit the context whatever it says: the context in
+    /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
+    /// costs a parse, not a tokenisation.
+    max_prompt_bytes: usize,
+}
+
+/// The most bytes one token of `tokenizer` stands for (an upper bound: a partial UTF-8 byte
+/// decodes to a 3-byte replacement character).
+fn longest_token_bytes(tokenizer: &Tokenizer) -> usize {
+    (0..tokenizer.vocab_size() as u32)
+        .filter_map(|id| tokenizer.decode(&[id]).ok())
+        .map(|text| text.len())
+        .max()
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// A running policy server; stops when dropped.
@@ -110,7 +128,11 @@ impl PolicyServer {
         config: ServerConfig,
     ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let max_prompt_bytes = config
+            .max_context
+            .saturating_mul(longest_token_bytes(&tokenizer));
         let state = Arc::new(State {
+            max_prompt_bytes,
             config: config.clone(),
             tokenizer,
             model: RwLock::new(model),
@@ -183,76 +205,86 @@ fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        // One generate call per temperature; the token budget is the largest asked for, each
-        // answer then cut to its own.
-        let mut temps: Vec<f32> = jobs.iter().map(|j| j.temperature).collect();
-        temps.sort_by(f32::total_cmp);
-        temps.dedup();
-        for t in temps {
-            let (group, rest): (Vec<Job>, Vec<Job>) =
-                jobs.into_iter().partition(|j| j.temperature == t);
+        // One generate call per temperature and token budget (rounded up to a power of two, so
+        // a short request never waits for a long one in the same call); the budget is the
+        // largest asked for, each answer then cut to its own.
+        let key = |j: &Job| (j.temperature.to_bits(), j.max_tokens.next_power_of_two());
+        let mut keys: Vec<(u32, usize)> = jobs.iter().map(key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            let (group, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| key(j) == k);
             jobs = rest;
-            run_group(state, group, t);
+            run_group(state, group, f32::from_bits(k.0));
         }
     }
 }
 
+/// Generates a group together; when that fails, each job again alone, so a request whose
+/// grammar fails while decoding (a client's schema) fails only itself.
 fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
-    let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
-    let max_tokens = group.iter().map(|j| j.max_tokens).max().unwrap_or(1);
-    let seed = group
-        .iter()
-        .fold(0u64, |acc, j| acc.rotate_left(7) ^ j.seed);
-    let (mut matchers, replies): (Vec<Option<ToolCallMatcher>>, Vec<(usize, Sender<_>)>) = group
-        .into_iter()
-        .map(|j| (Some(j.matcher), (j.max_tokens, j.reply)))
-        .unzip();
-    let config = SampleConfig {
-        temperature,
-        top_p: 1.0,
-        max_new_tokens: max_tokens,
-        seed,
-    };
-    let result = {
-        let model = state
-            .model
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A failure inside generation answers this batch with 500s and leaves the server up.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            generate(
-                &model,
-                &prompts,
-                &mut matchers,
-                state.tokenizer.end(),
-                &config,
-                &Default::default(),
-            )
-        }))
-        .unwrap_or_else(|_| {
-            Err(sandgym_policy::PolicyError::Constraint(
-                "generation panicked".into(),
-            ))
-        })
-    };
-    match result {
+    match sample(state, &group, temperature) {
         Ok(samples) => {
-            for (mut s, (limit, reply)) in samples.into_iter().zip(replies) {
-                if s.tokens.len() > limit {
-                    s.tokens.truncate(limit);
-                    s.logprobs.truncate(limit);
-                    s.allowed.truncate(limit);
+            for (job, mut s) in group.into_iter().zip(samples) {
+                if s.tokens.len() > job.max_tokens {
+                    s.tokens.truncate(job.max_tokens);
+                    s.logprobs.truncate(job.max_tokens);
+                    s.allowed.truncate(job.max_tokens);
                     s.finished = false;
                 }
-                let _ = reply.send(Ok(s));
+                let _ = job.reply.send(Ok(s));
+            }
+        }
+        Err(_) if group.len() > 1 => {
+            for job in group {
+                run_group(state, vec![job], temperature);
             }
         }
         Err(e) => {
-            for (_, reply) in replies {
-                let _ = reply.send(Err(e.to_string()));
+            for job in group {
+                let _ = job.reply.send(Err(e.clone()));
             }
         }
     }
+}
+
+/// One `generate` call for `group`, each with a fresh matcher of its grammar.
+fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, String> {
+    let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
+    let mut matchers = group
+        .iter()
+        .map(|j| j.grammar.matcher().map(Some))
+        .collect::<Result<Vec<Option<ToolCallMatcher>>, _>>()
+        .map_err(|e| e.to_string())?;
+    let config = SampleConfig {
+        temperature,
+        top_p: 1.0,
+        max_new_tokens: group.iter().map(|j| j.max_tokens).max().unwrap_or(1),
+        seed: group
+            .iter()
+            .fold(0u64, |acc, j| acc.rotate_left(7) ^ j.seed),
+    };
+    let model = state
+        .model
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A failure inside generation answers with 500s and leaves the server up.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        generate(
+            &model,
+            &prompts,
+            &mut matchers,
+            state.tokenizer.end(),
+            &config,
+            &Default::default(),
+        )
+    }))
+    .unwrap_or_else(|_| {
+        Err(sandgym_policy::PolicyError::Constraint(
+            "generation panicked".into(),
+        ))
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn handle(state: &State, request: &Request) -> Response {
@@ -313,13 +345,15 @@ fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
             ),
         ));
     }
-    let n = request
-        .extra
-        .get("n")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(1);
-    if n != 1 {
-        return Err(HttpError::bad_request("only n = 1 is supported"));
+    // `n` absent, null or exactly the integer 1; "3", -1 or 2.5 are refused, not read as 1.
+    match request.extra.get("n") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(n) if n.as_u64() == Some(1) => {}
+        Some(n) => {
+            return Err(HttpError::bad_request(format!(
+                "only n = 1 is supported (got {n})"
+            )));
+        }
     }
     let temperature = request.temperature.unwrap_or(1.0);
     if !(0.0..=10.0).contains(&temperature) {
@@ -328,8 +362,19 @@ fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
     let max_tokens = request
         .max_completion_tokens
         .or(request.max_tokens)
-        .unwrap_or(state.config.default_max_tokens)
-        .clamp(1, 4096) as usize;
+        .unwrap_or(state.config.default_max_tokens);
+    if max_tokens == 0 {
+        return Err(HttpError::bad_request("max_tokens must be at least 1"));
+    }
+    let max_tokens = max_tokens.min(MAX_NEW_TOKENS) as usize;
+    let text_bytes: usize = request.messages.iter().map(|m| m.text().len()).sum();
+    if text_bytes > state.max_prompt_bytes {
+        return Err(HttpError::bad_request(format!(
+            "the messages hold {text_bytes} bytes, more than {} tokens of this model can hold \
+             (this server's context)",
+            state.config.max_context
+        )));
+    }
     let specs = chat::tool_specs(&request.tools)?;
     let prompt = chat::render(&state.tokenizer, &specs, &request.messages)?;
     if prompt.len() > state.config.max_context {
@@ -339,16 +384,14 @@ fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
             state.config.max_context
         )));
     }
-    let matcher = grammar(state, &request)?
-        .matcher()
-        .map_err(|e| HttpError::new(500, e.to_string()))?;
+    let grammar = grammar(state, &request)?;
     let number = state.counter.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = crossbeam_channel::bounded(1);
     state
         .jobs
         .send(Job {
             prompt: prompt.clone(),
-            matcher,
+            grammar,
             temperature,
             max_tokens,
             seed: request

@@ -106,6 +106,10 @@ fn bad_requests_get_clear_4xx_errors() {
         (&json!({"messages": [{"role": "wizard", "content": "hi"}]}).to_string(), 400, "role"),
         (&json!({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "x", "arguments": "[1"}}]}]}).to_string(), 400, "not a JSON object"),
         (&json!({"messages": user, "temperature": -1}).to_string(), 400, "temperature"),
+        (&json!({"messages": user, "n": -1}).to_string(), 400, "n = 1"),
+        (&json!({"messages": user, "n": 2.5}).to_string(), 400, "n = 1"),
+        (&json!({"messages": user, "n": "3"}).to_string(), 400, "n = 1"),
+        (&json!({"messages": user, "max_tokens": 0}).to_string(), 400, "max_tokens"),
     ];
     for (body, status, needle) in cases {
         let (got, answer) = post(&url, body);
@@ -113,6 +117,12 @@ fn bad_requests_get_clear_4xx_errors() {
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(needle), "{body}: {message}");
     }
+    // n = 1 spelled out is fine.
+    let (status, answer) = post(
+        &url,
+        &json!({"messages": user, "n": 1, "max_tokens": 4}).to_string(),
+    );
+    assert_eq!(status, 200, "{answer}");
     let (status, _) = post(&format!("{}/v2/nothing", server.url()), "{}");
     assert_eq!(status, 404);
     let client = ChatClient::new(&HarnessConfig::new(format!("{}/v1", server.url())));
@@ -127,4 +137,17 @@ fn bad_requests_get_clear_4xx_errors() {
         matches!(err, HarnessError::Status { status: 404, .. }),
         "{err}"
     );
+}
+
+#[test]
+fn a_prompt_too_long_for_any_tokenisation_is_refused_before_tokenising() {
+    let server = server(false);
+    let url = format!("{}/v1/chat/completions", server.url());
+    // 15 MB of text: more bytes than the context's tokens can hold at the longest token.
+    let huge = "word ".repeat(3_000_000);
+    let body = json!({"messages": [{"role": "user", "content": huge}]}).to_string();
+    let (status, answer) = post(&url, &body);
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("more than 4096 tokens"), "{message}");
 }
