@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use sandgym_harnesses::openai::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
 use sandgym_policy::{
-    ActionLimits, Cpu, PolicyModel, SampleConfig, Sampled, Tokenizer, ToolCallGrammar,
+    ActionLimits, Cpu, PolicyError, PolicyModel, SampleConfig, Sampled, Tokenizer, ToolCallGrammar,
     ToolCallMatcher, generate,
 };
 use serde_json::json;
@@ -77,7 +77,7 @@ struct Job {
     temperature: f32,
     max_tokens: usize,
     seed: u64,
-    reply: Sender<Result<Sampled, String>>,
+    reply: Sender<Result<Sampled, HttpError>>,
 }
 
 struct State {
@@ -248,14 +248,15 @@ fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
     }
 }
 
-/// One `generate` call for `group`, each with a fresh matcher of its grammar.
-fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, String> {
+/// One `generate` call for `group`, each with a fresh matcher of its grammar. A constraint
+/// failure is the client's tool schema at fault (a 400); anything else is a 500.
+fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, HttpError> {
     let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
     let mut matchers = group
         .iter()
         .map(|j| j.grammar.matcher().map(Some))
         .collect::<Result<Vec<Option<ToolCallMatcher>>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| HttpError::bad_request(format!("the tool schema cannot be decoded: {e}")))?;
     let config = SampleConfig {
         temperature,
         top_p: 1.0,
@@ -279,12 +280,16 @@ fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>
             &Default::default(),
         )
     }))
-    .unwrap_or_else(|_| {
-        Err(sandgym_policy::PolicyError::Constraint(
-            "generation panicked".into(),
-        ))
+    .map_err(|_| HttpError::new(500, "generation failed: it panicked"))?
+    .map_err(|e| match e {
+        PolicyError::Constraint(_) | PolicyError::Disallowed { .. } => {
+            // The matcher's explanation runs on with its whole state; its first line says it.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            HttpError::bad_request(format!("the tool schema cannot be decoded: {first}"))
+        }
+        other => HttpError::new(500, format!("generation failed: {other}")),
     })
-    .map_err(|e| e.to_string())
 }
 
 fn handle(state: &State, request: &Request) -> Response {
@@ -402,8 +407,7 @@ fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
         .map_err(|_| HttpError::new(503, "the server is shutting down"))?;
     let sampled = rx
         .recv()
-        .map_err(|_| HttpError::new(503, "the server is shutting down"))?
-        .map_err(|e| HttpError::new(500, format!("generation failed: {e}")))?;
+        .map_err(|_| HttpError::new(503, "the server is shutting down"))??;
     state
         .generated
         .fetch_add(sampled.tokens.len() as u64, Ordering::Relaxed);

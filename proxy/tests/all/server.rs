@@ -151,3 +151,36 @@ fn a_prompt_too_long_for_any_tokenisation_is_refused_before_tokenising() {
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("more than 4096 tokens"), "{message}");
 }
+
+#[test]
+fn a_schema_that_fails_while_decoding_fails_only_its_own_request() {
+    // A wide batch window so both requests are generated in one call.
+    let (model, tok) = tiny_policy();
+    let config = sandgym_proxy::ServerConfig {
+        batch_window: std::time::Duration::from_millis(500),
+        ..server_config(false)
+    };
+    let server = PolicyServer::start(model, tok, config).unwrap();
+    let url = format!("{}/v1/chat/completions", server.url());
+    // The pattern compiles, but its lexer explodes as soon as decoding reaches the tool call.
+    let bad = json!({
+        "messages": [{"role": "user", "content": "hi"}], "seed": 1, "max_tokens": 48,
+        "tools": [{"type": "function", "function": {"name": "p", "parameters": {
+            "type": "object", "properties": {"s": {"type": "string", "pattern": "^(x{1000}){1000}$"}},
+            "required": ["s"]}}}]
+    })
+    .to_string();
+    let good = json!({"messages": [{"role": "user", "content": "What is alpha?"}], "seed": 1,
+        "max_tokens": 48, "tools": serde_json::to_value(FakeTools::new(10).definitions()).unwrap()})
+    .to_string();
+    let answers = std::thread::scope(|s| {
+        let bad = s.spawn(|| post(&url, &bad));
+        let good = s.spawn(|| post(&url, &good));
+        (bad.join().unwrap(), good.join().unwrap())
+    });
+    let ((bad_status, bad_answer), (good_status, good_answer)) = answers;
+    assert_eq!(good_status, 200, "{good_answer}");
+    assert_eq!(bad_status, 400, "{bad_answer}");
+    let message = bad_answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("tool schema"), "{message}");
+}
