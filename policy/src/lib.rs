@@ -41,7 +41,8 @@ pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
 pub use sample::{
-    SampleConfig, Sampled, generate, masked_log_softmax, replay_masks, sequence_logprobs,
+    RowControl, SampleConfig, Sampled, generate, generate_with, masked_log_softmax, replay_masks,
+    sequence_logprobs,
 };
 pub use template::{Rendered, Template, canonical_json, tool_list};
 pub use tokenizer::{ChatFormat, Role, SPECIAL_TOKENS, Tokenizer};

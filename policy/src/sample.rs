@@ -143,6 +143,55 @@ pub fn generate<B: Backend>(
     config: &SampleConfig,
     device: &B::Device,
 ) -> Result<Vec<Sampled>> {
+    generate_with(
+        model,
+        prompts,
+        constraints,
+        end,
+        config,
+        device,
+        &RowControl::default(),
+    )
+}
+
+/// Per-row controls of [`generate_with`], for a server whose batch rows belong to different
+/// clients: each row's own token budget, and a check that ends a row early (its client left).
+/// A row ended either way is not `finished`; the batch stops when no row is left running.
+#[derive(Clone, Copy, Default)]
+pub struct RowControl<'a> {
+    /// Each row's most new tokens; [`SampleConfig::max_new_tokens`] bounds them all.
+    pub max_new_tokens: Option<&'a [usize]>,
+    /// Asked once per running row and step: `true` ends the row.
+    pub stop: Option<&'a (dyn Fn(usize) -> bool + Sync)>,
+}
+
+impl std::fmt::Debug for RowControl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowControl")
+            .field("max_new_tokens", &self.max_new_tokens)
+            .field("stop", &self.stop.is_some())
+            .finish()
+    }
+}
+
+impl RowControl<'_> {
+    fn ends(&self, row: usize, generated: usize) -> bool {
+        self.max_new_tokens
+            .is_some_and(|limits| limits.get(row).is_some_and(|&n| generated >= n))
+            || self.stop.is_some_and(|stop| stop(row))
+    }
+}
+
+/// [`generate`] with per-row controls.
+pub fn generate_with<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    constraints: &mut [Option<ToolCallMatcher>],
+    end: u32,
+    config: &SampleConfig,
+    device: &B::Device,
+    control: &RowControl<'_>,
+) -> Result<Vec<Sampled>> {
     let b = prompts.len();
     assert_eq!(constraints.len(), b, "one constraint slot per prompt");
     assert!(
@@ -177,13 +226,17 @@ pub fn generate<B: Backend>(
         .map(|r| SplitMix64::new(config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
         .collect();
     let mut pending: Vec<std::collections::VecDeque<u32>> = vec![Default::default(); b];
+    let mut ended = vec![false; b];
     for _ in 0..config.max_new_tokens {
-        if results.iter().all(|s| s.finished) {
+        for (r, e) in ended.iter_mut().enumerate() {
+            *e = *e || results[r].finished || control.ends(r, results[r].tokens.len());
+        }
+        if ended.iter().all(|&e| e) {
             break;
         }
         let mut step_tokens = Vec::with_capacity(b);
         for r in 0..b {
-            if results[r].finished {
+            if ended[r] {
                 step_tokens.push(0i64);
                 valid[r].push(false);
                 continue;
@@ -234,7 +287,11 @@ pub fn generate<B: Backend>(
         for p in next_pos.iter_mut() {
             *p += 1;
         }
-        if results.iter().all(|s| s.finished) {
+        if results
+            .iter()
+            .enumerate()
+            .all(|(r, s)| s.finished || control.ends(r, s.tokens.len()))
+        {
             break;
         }
         let out = model.forward(

@@ -17,6 +17,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -68,7 +69,7 @@ impl Default for HttpLimits {
 }
 
 /// A parsed request.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Request {
     /// `GET`, `POST`, …
     pub method: String,
@@ -78,6 +79,35 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// Set once the client has gone before its answer (a handler may stop working for it).
+    pub gone: Gone,
+}
+
+/// Whether a request's client has gone: its connection closed before the answer was sent.
+#[derive(Clone, Debug, Default)]
+pub struct Gone(Arc<AtomicBool>);
+
+impl Gone {
+    /// True once the client has gone.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Sets [`Gone`] when dropped armed: hyper drops a request's future when its connection closes
+/// before the answer.
+struct GoneOnDrop(Option<Gone>);
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        if let Some(gone) = self.0.take() {
+            gone.set();
+        }
+    }
 }
 
 impl Request {
@@ -389,11 +419,14 @@ async fn respond(
             .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned()),
         headers,
         body,
+        gone: Gone::default(),
     };
+    let mut guard = GoneOnDrop(Some(request.gone.clone()));
     let handler = shared.handler.clone();
     let response = tokio::task::spawn_blocking(move || handler(request))
         .await
         .unwrap_or_else(|_| HttpError::new(500, "the handler failed").into());
+    guard.0 = None;
     drop(held);
     Ok(reply(response))
 }

@@ -14,14 +14,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use sandgym_harnesses::openai::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
 use sandgym_policy::{
-    ActionLimits, Cpu, PolicyError, PolicyModel, SampleConfig, Sampled, Tokenizer, ToolCallGrammar,
-    ToolCallMatcher, generate,
+    ActionLimits, Cpu, PolicyError, PolicyModel, RowControl, SampleConfig, Sampled, Tokenizer,
+    ToolCallGrammar, ToolCallMatcher, generate_with,
 };
 use serde_json::json;
 
 use crate::Result;
 use crate::chat;
-use crate::http::{self, HttpError, Request, Response, Server};
+use crate::http::{self, Gone, HttpError, Request, Response, Server};
 
 /// Most new tokens one request may ask for; more is cut to this.
 const MAX_NEW_TOKENS: u32 = 4096;
@@ -45,6 +45,9 @@ pub struct ServerConfig {
     pub default_max_tokens: u32,
     /// Keep every completion's token ids in memory ([`PolicyServer::journal`]).
     pub journal: bool,
+    /// Batches generated at once: while a long batch runs, later requests are generated
+    /// beside it instead of waiting for it.
+    pub concurrent_batches: usize,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             max_context: 4096,
             default_max_tokens: 128,
             journal: false,
+            concurrent_batches: 2,
         }
     }
 }
@@ -77,6 +81,8 @@ struct Job {
     temperature: f32,
     max_tokens: usize,
     seed: u64,
+    /// Set when the client has gone: its row stops being generated.
+    gone: Gone,
     reply: Sender<Result<Sampled, HttpError>>,
 }
 
@@ -144,7 +150,18 @@ impl PolicyServer {
         });
         {
             let state = state.clone();
-            std::thread::spawn(move || batch_loop(&state, &rx));
+            // The batcher hands groups to a few generating threads over a rendezvous channel:
+            // a group waits there (still collecting no one) only while every thread is busy.
+            let (groups, work) = crossbeam_channel::bounded::<(Vec<Job>, f32)>(0);
+            for _ in 0..config.concurrent_batches.max(1) {
+                let (state, work) = (state.clone(), work.clone());
+                std::thread::spawn(move || {
+                    for (group, temperature) in work {
+                        run_group(&state, group, temperature);
+                    }
+                });
+            }
+            std::thread::spawn(move || batch_loop(&state, &rx, &groups));
         }
         let handler_state = state.clone();
         let server = Server::start(&config.listen, move |request| {
@@ -183,7 +200,7 @@ impl PolicyServer {
     }
 }
 
-fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
+fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>, groups: &Sender<(Vec<Job>, f32)>) {
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(job) => job,
@@ -205,6 +222,8 @@ fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        // Nothing is generated for a client that has already gone.
+        jobs.retain(|j| !j.gone.is_set());
         // One generate call per temperature and token budget (rounded up to a power of two, so
         // a short request never waits for a long one in the same call); the budget is the
         // largest asked for, each answer then cut to its own.
@@ -215,7 +234,9 @@ fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
         for k in keys {
             let (group, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| key(j) == k);
             jobs = rest;
-            run_group(state, group, f32::from_bits(k.0));
+            if groups.send((group, f32::from_bits(k.0))).is_err() {
+                return;
+            }
         }
     }
 }
@@ -225,13 +246,7 @@ fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>) {
 fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
     match sample(state, &group, temperature) {
         Ok(samples) => {
-            for (job, mut s) in group.into_iter().zip(samples) {
-                if s.tokens.len() > job.max_tokens {
-                    s.tokens.truncate(job.max_tokens);
-                    s.logprobs.truncate(job.max_tokens);
-                    s.allowed.truncate(job.max_tokens);
-                    s.finished = false;
-                }
+            for (job, s) in group.into_iter().zip(samples) {
                 let _ = job.reply.send(Ok(s));
             }
         }
@@ -248,8 +263,9 @@ fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
     }
 }
 
-/// One `generate` call for `group`, each with a fresh matcher of its grammar. A constraint
-/// failure is the client's tool schema at fault (a 400); anything else is a 500.
+/// One `generate` call for `group`, each with a fresh matcher of its grammar, each row ending
+/// at its own token budget or when its client goes. A constraint failure is the client's tool
+/// schema at fault (a 400); anything else is a 500.
 fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, HttpError> {
     let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
     let mut matchers = group
@@ -265,19 +281,26 @@ fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>
             .iter()
             .fold(0u64, |acc, j| acc.rotate_left(7) ^ j.seed),
     };
+    let budgets: Vec<usize> = group.iter().map(|j| j.max_tokens).collect();
+    let gone = |row: usize| group[row].gone.is_set();
+    let control = RowControl {
+        max_new_tokens: Some(&budgets),
+        stop: Some(&gone),
+    };
     let model = state
         .model
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     // A failure inside generation answers with 500s and leaves the server up.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        generate(
+        generate_with(
             &model,
             &prompts,
             &mut matchers,
             state.tokenizer.end(),
             &config,
             &Default::default(),
+            &control,
         )
     }))
     .map_err(|_| HttpError::new(500, "generation failed: it panicked"))?
@@ -301,7 +324,7 @@ fn handle(state: &State, request: &Request) -> Response {
         })
         .to_string()
         .into_bytes()),
-        ("POST", "/v1/chat/completions") => completion(state, &request.body),
+        ("POST", "/v1/chat/completions") => completion(state, &request.body, &request.gone),
         (method, "/v1/models" | "/v1/chat/completions") => Err(HttpError::new(
             405,
             format!("{method} is not allowed on {path}"),
@@ -331,7 +354,7 @@ fn grammar(state: &State, request: &ChatRequest) -> Result<Arc<ToolCallGrammar>,
     Ok(g)
 }
 
-fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
+fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpError> {
     let request: ChatRequest = http::parse(body)?;
     if request.stream == Some(true) {
         return Err(HttpError::bad_request(
@@ -402,6 +425,7 @@ fn completion(state: &State, body: &[u8]) -> Result<Vec<u8>, HttpError> {
             seed: request
                 .seed
                 .unwrap_or(number.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            gone: gone.clone(),
             reply: tx,
         })
         .map_err(|_| HttpError::new(503, "the server is shutting down"))?;

@@ -251,3 +251,29 @@ fn bodies_held_at_once_are_bounded() {
     // while a request without a body is still served.
     assert_eq!(get(server.addr(), "/ok").0, 200);
 }
+
+#[test]
+fn a_handler_learns_that_its_client_has_gone() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let server = Server::start("127.0.0.1:0", move |request| {
+        // Work until the client goes (at most 10 s), then say whether it went.
+        let start = Instant::now();
+        while !request.gone.is_set() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = tx.lock().unwrap().send(request.gone.is_set());
+        http::Response::json(200, &json!({}))
+    })
+    .expect("bind");
+    let mut client = connect(server.addr());
+    client
+        .write_all(b"POST /slow HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(client);
+    let noticed = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the handler finished");
+    assert!(noticed, "the handler worked on for a client that had gone");
+}
