@@ -36,6 +36,9 @@ pub struct ProxyConfig {
     pub upstream_connections: usize,
     /// Upstream timeout.
     pub timeout: Duration,
+    /// How long recording a call waits for the trace database while another process holds
+    /// its write lock; past it the client gets a 503 (retry) and the call is not counted.
+    pub record_timeout: Duration,
 }
 
 impl ProxyConfig {
@@ -46,6 +49,7 @@ impl ProxyConfig {
             listen: "127.0.0.1:0".into(),
             upstream_connections: 64,
             timeout: Duration::from_secs(300),
+            record_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -83,7 +87,7 @@ impl std::fmt::Debug for State {
 impl Proxy {
     /// Opens the trace database `db` and starts serving.
     pub fn start(config: &ProxyConfig, db: &Path) -> Result<Self> {
-        let writer = TraceWriter::open(db)?;
+        let writer = TraceWriter::open_waiting(db, config.record_timeout)?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(config.timeout))
@@ -278,10 +282,12 @@ fn completion(
         upstream_us: upstream.as_micros() as i64,
         total_us: started.elapsed().as_micros() as i64,
     };
-    state
-        .writer
-        .record(record)
-        .map_err(|e| HttpError::new(500, format!("cannot record the call: {e}")))?;
+    state.writer.record(record).map_err(|e| {
+        HttpError::new(
+            503,
+            format!("the upstream answered but the call cannot be recorded ({e}); retry"),
+        )
+    })?;
     if let Some((_, recorded)) = state.seqs.lock().expect("seq lock").get_mut(rollout) {
         *recorded += 1;
     }

@@ -97,10 +97,12 @@ fn store_error(path: &Path) -> impl Fn(rusqlite::Error) -> ProxyError + '_ {
     }
 }
 
-fn open(path: &Path) -> Result<Connection> {
+/// How long a write waits for another connection's lock by default.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn open(path: &Path, busy: std::time::Duration) -> Result<Connection> {
     let conn = Connection::open(path).map_err(store_error(path))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(store_error(path))?;
+    conn.busy_timeout(busy).map_err(store_error(path))?;
     conn.execute_batch(SCHEMA).map_err(store_error(path))?;
     Ok(conn)
 }
@@ -118,11 +120,17 @@ fn json_ids<T: Serialize>(v: &Option<Vec<T>>) -> Option<String> {
 }
 
 impl TraceWriter {
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`; a write waits up to 10 s for a lock
+    /// another connection holds.
     pub fn open(path: &Path) -> Result<Self> {
+        Self::open_waiting(path, BUSY_TIMEOUT)
+    }
+
+    /// [`TraceWriter::open`] whose writes wait up to `busy` for another connection's lock.
+    pub fn open_waiting(path: &Path, busy: std::time::Duration) -> Result<Self> {
         Ok(Self {
             path: path.to_owned(),
-            conn: Mutex::new(open(path)?),
+            conn: Mutex::new(open(path, busy)?),
         })
     }
 
@@ -188,7 +196,7 @@ impl TraceStore {
     pub fn open(path: &Path) -> Result<Self> {
         Ok(Self {
             path: path.to_owned(),
-            conn: open(path)?,
+            conn: open(path, BUSY_TIMEOUT)?,
         })
     }
 

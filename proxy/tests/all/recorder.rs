@@ -166,3 +166,48 @@ print("ok")
         assert_eq!(store.reward(&format!("r{r}")).unwrap().unwrap().reward, 1.0);
     }
 }
+
+#[test]
+fn a_locked_trace_database_delays_recording_or_gets_a_retryable_503() {
+    let upstream = Canned::start();
+    let dir = temp_dir("locked");
+    let db = dir.join("t.db");
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    // Another process holds the database's write lock for `hold`.
+    let lock_for = |hold: std::time::Duration| {
+        let locker = rusqlite::Connection::open(&db).unwrap();
+        locker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(hold);
+            locker.execute_batch("COMMIT").unwrap();
+        })
+    };
+    let mut config = ProxyConfig::new(&upstream.url);
+    config.record_timeout = std::time::Duration::from_secs(10);
+    let patient = Proxy::start(&config, &db).unwrap();
+    config.record_timeout = std::time::Duration::from_millis(200);
+    let hasty = Proxy::start(&config, &db).unwrap();
+    let url = |p: &Proxy, path: &str| format!("http://{}/rollouts/r1{path}", p.addr());
+
+    // Within the record timeout: the answer waits for the lock and the call is recorded.
+    let release = lock_for(std::time::Duration::from_millis(800));
+    let (status, _) = post(&url(&patient, "/v1/chat/completions"), &body);
+    assert_eq!(status, 200);
+    release.join().unwrap();
+    // Past it: a 503 to retry, and the call is not counted as recorded.
+    let release = lock_for(std::time::Duration::from_millis(1500));
+    let (status, answer) = post(&url(&hasty, "/v1/chat/completions"), &body);
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry")
+    );
+    release.join().unwrap();
+    let (_, reward) = post(&url(&hasty, "/reward"), r#"{"reward": 1}"#);
+    assert_eq!(reward["calls"], 0);
+    let (_, reward) = post(&url(&patient, "/reward"), r#"{"reward": 1}"#);
+    assert_eq!(reward["calls"], 1);
+    assert_eq!(TraceStore::open(&db).unwrap().count().unwrap(), 1);
+}
