@@ -227,6 +227,22 @@ fn forward(
     Ok((status, bytes, clock.elapsed()))
 }
 
+/// Most bytes of a request kept in its record when the upstream refused it (not a 2xx): the
+/// record still shows what was refused, without storing, say, a 15 MB prompt in full.
+const REFUSED_REQUEST_KEPT: usize = 64 << 10;
+
+/// The request text a call's record keeps.
+fn kept_request(body: &[u8], status: u16) -> String {
+    if (200..300).contains(&status) || body.len() <= REFUSED_REQUEST_KEPT {
+        return String::from_utf8_lossy(body).into_owned();
+    }
+    format!(
+        "{}… [{} bytes; the upstream refused it with {status}]",
+        String::from_utf8_lossy(&body[..REFUSED_REQUEST_KEPT]),
+        body.len()
+    )
+}
+
 fn ids<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<Vec<T>> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
 }
@@ -274,7 +290,7 @@ fn completion(
         at_us,
         path: path.to_owned(),
         status,
-        request: String::from_utf8_lossy(body).into_owned(),
+        request: kept_request(body, status),
         response: String::from_utf8_lossy(&bytes).into_owned(),
         prompt_ids: ids(response.get("prompt_token_ids")),
         completion_ids: ids(choice.and_then(|c| c.get("token_ids"))),
@@ -297,6 +313,20 @@ fn completion(
 #[cfg(test)]
 mod tests {
     use super::split_rollout;
+
+    #[test]
+    fn a_refused_request_is_kept_in_part() {
+        let big = vec![b'a'; super::REFUSED_REQUEST_KEPT * 4];
+        assert_eq!(super::kept_request(&big, 200).len(), big.len());
+        let kept = super::kept_request(&big, 400);
+        assert!(
+            kept.len() < super::REFUSED_REQUEST_KEPT + 100,
+            "{}",
+            kept.len()
+        );
+        assert!(kept.ends_with("[262144 bytes; the upstream refused it with 400]"));
+        assert_eq!(super::kept_request(b"{}", 400), "{}");
+    }
 
     #[test]
     fn rollout_prefix_is_split_and_checked() {
