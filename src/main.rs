@@ -51,6 +51,20 @@ fn quiet_broken_pipes() {
     }
 }
 
+/// An error and its causes on one line, each cause once: many errors already show their
+/// source in their own message, which `{:#}` would repeat.
+fn chain_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 fn main() -> ExitCode {
     quiet_broken_pipes();
     let cli = Cli::parse();
@@ -71,7 +85,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain_text(&e));
             ExitCode::FAILURE
         }
     }

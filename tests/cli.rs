@@ -72,6 +72,19 @@ fn check_passes_for_both_builds_and_fails_on_a_hostile_guest() {
     let out = sandgym(&["check", "no-such-env-v0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no env registered"));
+    // A file that is not WebAssembly: one line that says so.
+    let path = std::env::temp_dir().join(format!("sandgym-notwasm-{}.wasm", std::process::id()));
+    std::fs::write(&path, "hello").unwrap();
+    let out = sandgym(&["check", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not a WebAssembly file"), "{err}");
+    // A missing file: the OS's reason once.
+    let out = sandgym(&["check", "/no/such/guest.wasm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
 }
 
 #[test]

@@ -16,6 +16,12 @@ pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
+    /// The bytes are not a WebAssembly component at all (another file, or a core module).
+    #[error("{reason}")]
+    NotAComponent {
+        /// What the bytes are instead, and what to build.
+        reason: String,
+    },
     /// The bytes are not a valid component, or it does not implement the sandgym contract.
     #[error("cannot load the guest: {0}")]
     Load(#[source] wasmtime::Error),
@@ -130,6 +136,7 @@ impl SandboxError {
         !matches!(
             self,
             SandboxError::Load(_)
+                | SandboxError::NotAComponent { .. }
                 | SandboxError::Init(_)
                 | SandboxError::Io { .. }
                 | SandboxError::Instantiate(_)

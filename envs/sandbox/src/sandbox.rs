@@ -136,6 +136,7 @@ impl Sandbox {
     /// Compiles (or fetches from the cache) and links a guest component. Loading the same
     /// bytes again returns the already linked guest.
     pub fn load(&self, wasm: &[u8]) -> Result<Guest> {
+        check_component_header(wasm)?;
         let key = cache::key(&self.inner.engine, wasm);
         if let Some(guest) = self.lock().get(&key) {
             return Ok(guest.clone());
@@ -174,6 +175,27 @@ impl Sandbox {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Guest>> {
         self.inner.loaded.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What to build instead of a file that is not a guest component.
+const BUILD_A_GUEST: &str = "build the env with `sandgym_guest::export_env!` as a `cdylib` for \
+    wasm32-wasip2 (README: \"Ship your env as WASM\")";
+
+/// Tells apart, in one line, bytes that are not WebAssembly and a core module from a
+/// component (whose header is `\0asm`, then version 0x0d and layer 1), before wasmtime's
+/// parser reports either at length.
+fn check_component_header(wasm: &[u8]) -> Result<()> {
+    let reason = match wasm.get(..8) {
+        Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => return Ok(()),
+        Some([0, b'a', b's', b'm', 0x01, 0x00, 0x00, 0x00]) => {
+            format!("a core WebAssembly module, not a component: {BUILD_A_GUEST}")
+        }
+        _ if wasm.starts_with(b"\0asm") => {
+            format!("a WebAssembly file of an unknown version, not a component: {BUILD_A_GUEST}")
+        }
+        _ => format!("not a WebAssembly file (it does not start with \\0asm): {BUILD_A_GUEST}"),
+    };
+    Err(SandboxError::NotAComponent { reason })
 }
 
 /// A compiled, linked guest, ready to instantiate (cheap to clone).

@@ -92,11 +92,29 @@ fn compiled_guests_are_cached_on_disk() {
 
 #[test]
 fn bytes_that_are_not_a_component_are_a_load_error() {
-    let err = crate::sandbox().load(b"\0asm not really").unwrap_err();
-    assert!(
-        matches!(err, sandgym_sandbox::SandboxError::Load(_)),
-        "{err}"
-    );
+    use sandgym_sandbox::SandboxError;
+    // A component header with a broken body: wasmtime's parser says what is wrong.
+    let broken = b"\0asm\x0d\x00\x01\x00not really";
+    let err = crate::sandbox().load(broken).unwrap_err();
+    assert!(matches!(err, SandboxError::Load(_)), "{err}");
+    // Not WebAssembly, or a core module: one line saying so and what to build.
+    for (bytes, says) in [
+        (&b"hello, world"[..], "not a WebAssembly file"),
+        (
+            &b"\0asm\x01\x00\x00\x00"[..],
+            "a core WebAssembly module, not a component",
+        ),
+        (&b"\0asm"[..], "unknown version"),
+    ] {
+        let err = crate::sandbox().load(bytes).unwrap_err();
+        assert!(matches!(err, SandboxError::NotAComponent { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(says) && text.contains("wasm32-wasip2"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+    }
 }
 
 #[test]
