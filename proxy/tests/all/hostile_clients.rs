@@ -102,10 +102,12 @@ fn raise_descriptor_limit() {
     );
 }
 
-/// Opens `n` connections that send nothing, or half a request head when `slow`.
+/// Opens `n` connections that send nothing, or half a request head when `slow`, then gives the
+/// server a moment to take them off the kernel's accept queue (a request arriving while that
+/// queue is full waits for the kernel's SYN retry, a second, whatever the server does).
 fn hold(addr: SocketAddr, n: usize, slow: bool) -> Vec<TcpStream> {
     raise_descriptor_limit();
-    (0..n)
+    let held = (0..n)
         .map(|i| {
             let mut s = TcpStream::connect(addr).expect("connect");
             if slow {
@@ -113,7 +115,9 @@ fn hold(addr: SocketAddr, n: usize, slow: bool) -> Vec<TcpStream> {
             }
             s
         })
-        .collect()
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    held
 }
 
 fn answered_within(limit: Duration, f: impl FnOnce() -> (u16, String)) -> (u16, String) {
@@ -244,10 +248,16 @@ fn bodies_held_at_once_are_bounded() {
     hoarder
         .write_all(b"POST /hoard HTTP/1.1\r\nhost: x\r\ncontent-length: 1048576\r\n\r\nxx")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    // ... so another body is refused at once instead of adding to it,
+    // ... so another body is refused at once instead of adding to it (once the server has
+    // read the hoarder's head: asked again for up to 10 s),
     let raw = b"POST /more HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\nconnection: close\r\n\r\n0123456789";
-    assert_eq!(exchange(server.addr(), raw).0, 503);
+    let started = Instant::now();
+    let mut status = exchange(server.addr(), raw).0;
+    while status != 503 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        status = exchange(server.addr(), raw).0;
+    }
+    assert_eq!(status, 503);
     // while a request without a body is still served.
     assert_eq!(get(server.addr(), "/ok").0, 200);
 }
