@@ -288,9 +288,11 @@ async fn accept_loop(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    // Semaphores hold at most MAX_PERMITS: a larger limit means no limit, not a panic.
+    let permits = |n: usize| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)));
+    let connections = permits(limits.max_connections);
     let shared = Arc::new(Shared {
-        bodies: Arc::new(Semaphore::new(limits.max_buffered_bodies)),
+        bodies: permits(limits.max_buffered_bodies),
         limits,
         handler,
     });

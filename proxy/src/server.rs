@@ -153,10 +153,13 @@ impl PolicyServer {
             // The batcher hands groups to a few generating threads over a rendezvous channel:
             // a group waits there (still collecting no one) only while every thread is busy.
             let (groups, work) = crossbeam_channel::bounded::<(Vec<Job>, f32)>(0);
+            // The generating threads hold the state weakly, so the batcher sees the server
+            // gone (only its own reference left) and stops, which ends them too.
             for _ in 0..config.concurrent_batches.max(1) {
-                let (state, work) = (state.clone(), work.clone());
+                let (state, work) = (Arc::downgrade(&state), work.clone());
                 std::thread::spawn(move || {
                     for (group, temperature) in work {
+                        let Some(state) = state.upgrade() else { return };
                         run_group(&state, group, temperature);
                     }
                 });
@@ -494,4 +497,32 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
         extra: Default::default(),
     };
     Ok(serde_json::to_vec(&response).expect("response serialises"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_server_frees_its_state_and_threads() {
+        let corpus = ["{\"response\":\"hi\"}", "You answer questions."];
+        let tokenizer =
+            Tokenizer::train(corpus.iter().map(|s| s.to_string()).cycle().take(20), 300).unwrap();
+        let model = sandgym_policy::PolicyConfig::new(tokenizer.vocab_size())
+            .with_d_model(16)
+            .with_n_layers(1)
+            .with_n_heads(2)
+            .with_n_kv_heads(1)
+            .with_d_ff(32)
+            .init::<Cpu>(&Default::default());
+        let server = PolicyServer::start(model, tokenizer, ServerConfig::default()).unwrap();
+        let state = Arc::downgrade(&server.state);
+        drop(server);
+        // The batcher notices within its 200 ms poll; the generating threads hold it weakly.
+        let started = Instant::now();
+        while state.upgrade().is_some() && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(state.upgrade().is_none(), "the server's state outlived it");
+    }
 }
