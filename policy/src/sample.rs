@@ -182,6 +182,14 @@ impl RowControl<'_> {
     }
 }
 
+/// Marks the rows that have finished or that `control` ends; true when none is left running.
+fn all_ended(ended: &mut [bool], results: &[Sampled], control: &RowControl<'_>) -> bool {
+    for (r, (e, s)) in ended.iter_mut().zip(results).enumerate() {
+        *e = *e || s.finished || control.ends(r, s.tokens.len());
+    }
+    ended.iter().all(|&e| e)
+}
+
 /// [`generate`] with per-row controls.
 pub fn generate_with<B: Backend>(
     model: &PolicyModel<B>,
@@ -228,10 +236,7 @@ pub fn generate_with<B: Backend>(
     let mut pending: Vec<std::collections::VecDeque<u32>> = vec![Default::default(); b];
     let mut ended = vec![false; b];
     for _ in 0..config.max_new_tokens {
-        for (r, e) in ended.iter_mut().enumerate() {
-            *e = *e || results[r].finished || control.ends(r, results[r].tokens.len());
-        }
-        if ended.iter().all(|&e| e) {
+        if all_ended(&mut ended, &results, control) {
             break;
         }
         let mut step_tokens = Vec::with_capacity(b);
@@ -287,11 +292,7 @@ pub fn generate_with<B: Backend>(
         for p in next_pos.iter_mut() {
             *p += 1;
         }
-        if results
-            .iter()
-            .enumerate()
-            .all(|(r, s)| s.finished || control.ends(r, s.tokens.len()))
-        {
+        if all_ended(&mut ended, &results, control) {
             break;
         }
         let out = model.forward(
