@@ -39,6 +39,10 @@ mod millis {
 pub struct Limits {
     /// CPU per call into the guest.
     pub cpu: CpuLimit,
+    /// CPU for making an instance: instantiation and the guest's `init` (which may build
+    /// large state, e.g. a database of thousands of rows). `None` gives
+    /// [`INIT_CPU_FACTOR`] times `cpu`; a value must be of the same kind (deadline or fuel).
+    pub init_cpu: Option<CpuLimit>,
     /// Linear memory per instance, in bytes.
     pub memory_bytes: usize,
     /// Table elements per table.
@@ -61,12 +65,31 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             cpu: CpuLimit::Deadline(Duration::from_secs(2)),
+            init_cpu: None,
             memory_bytes: 256 << 20,
             table_elements: 100_000,
             stack_bytes: 512 << 10,
             max_output_bytes: 1 << 20,
             stderr_bytes: 64 << 10,
             max_handles: 10_000,
+        }
+    }
+}
+
+/// How many times the per-call CPU budget making an instance gets when
+/// [`Limits::init_cpu`] is not set (30 s under the default 2 s deadline).
+pub const INIT_CPU_FACTOR: u32 = 15;
+
+impl Limits {
+    /// The CPU budget for making an instance ([`Limits::init_cpu`], else
+    /// [`INIT_CPU_FACTOR`] × [`Limits::cpu`]).
+    pub fn init_budget(&self) -> CpuLimit {
+        match (self.init_cpu, self.cpu) {
+            (Some(init), _) => init,
+            (None, CpuLimit::Deadline(d)) => CpuLimit::Deadline(d.saturating_mul(INIT_CPU_FACTOR)),
+            (None, CpuLimit::Fuel(f)) => {
+                CpuLimit::Fuel(f.saturating_mul(u64::from(INIT_CPU_FACTOR)))
+            }
         }
     }
 }

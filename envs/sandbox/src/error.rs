@@ -110,6 +110,13 @@ pub enum SandboxError {
     /// The guest's own `init` refused the configuration.
     #[error("the guest refused its configuration: {0}")]
     Init(#[source] EnvError),
+    /// The sandbox's configuration is contradictory (e.g. a fuel budget for `init` under a
+    /// deadline per call).
+    #[error("invalid sandbox configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
     /// Reading or writing the compiled-module cache or a guest file failed.
     #[error("i/o error on {path}: {source}")]
     Io {

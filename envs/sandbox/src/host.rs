@@ -27,8 +27,8 @@ pub(crate) struct HostState {
     /// The tail of what the guest wrote to stderr during the current call.
     pub(crate) stderr: TailPipe,
     pub(crate) log: Vec<(Level, String)>,
-    /// When the current call must end (CPU limited by deadline).
-    pub(crate) deadline: Option<Instant>,
+    /// When the current call must end and the budget that set it (CPU limited by deadline).
+    pub(crate) deadline: Option<(Instant, std::time::Duration)>,
 }
 
 impl HostState {

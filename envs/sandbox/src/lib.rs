@@ -46,7 +46,7 @@ mod sandbox;
 mod tail;
 mod wasm_env;
 
-pub use config::{CpuLimit, Limits, SandboxConfig};
+pub use config::{CpuLimit, INIT_CPU_FACTOR, Limits, SandboxConfig};
 pub use error::{Result, SandboxError};
 pub use faults::{FaultConfig, FaultInjection, FaultKind, FaultRule};
 pub use sandbox::{Guest, Sandbox};

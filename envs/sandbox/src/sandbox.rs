@@ -60,6 +60,16 @@ impl Drop for Inner {
 impl Sandbox {
     /// A sandbox with its own engine.
     pub fn new(config: SandboxConfig) -> Result<Self> {
+        let limits = &config.limits;
+        if std::mem::discriminant(&limits.cpu) != std::mem::discriminant(&limits.init_budget()) {
+            return Err(SandboxError::InvalidConfig {
+                reason: format!(
+                    "`init_cpu` ({:?}) and `cpu` ({:?}) must both be deadlines or both fuel",
+                    limits.init_budget(),
+                    limits.cpu
+                ),
+            });
+        }
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .max_wasm_stack(config.limits.stack_bytes)

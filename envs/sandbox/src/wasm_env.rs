@@ -149,21 +149,27 @@ impl WasmEnv {
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(limits.max_output_bytes.saturating_add(TRANSFER_SLACK));
         store.set_max_component_handles(limits.max_handles);
-        if let CpuLimit::Deadline(limit) = limits.cpu {
+        if let CpuLimit::Deadline(_) = limits.cpu {
             // Every epoch tick compares the clock with the call's deadline: counting ticks
             // instead drifts late by however long the ticker oversleeps and the guest spends in
             // host calls (measured 25–70 % late).
-            store.epoch_deadline_callback(move |store| match store.data().deadline {
-                Some(deadline) if Instant::now() >= deadline => {
+            store.epoch_deadline_callback(|store| match store.data().deadline {
+                Some((deadline, limit)) if Instant::now() >= deadline => {
                     Err(wasmtime::Error::new(SandboxError::Timeout { limit }))
                 }
                 _ => Ok(UpdateDeadline::Continue(1)),
             });
         }
-        arm(&mut store, limits.cpu).map_err(SandboxError::Instantiate)?;
+        // Making the instance (instantiation and `init`) has its own, larger budget.
+        let init_cpu = limits.init_budget();
+        let init_limits = Limits {
+            cpu: init_cpu,
+            ..limits.clone()
+        };
+        arm(&mut store, init_cpu).map_err(SandboxError::Instantiate)?;
         let bindings =
             self.guest.inner.pre.instantiate(&mut store).map_err(|e| {
-                match classify(e, &store, &limits) {
+                match classify(e, &store, &init_limits) {
                     SandboxError::Trap { message } => {
                         SandboxError::Instantiate(wasmtime::Error::msg(message))
                     }
@@ -173,12 +179,12 @@ impl WasmEnv {
         self.instances_created += 1;
         let mut instance = Instance { store, bindings };
         let config = serde_json::to_string(&self.config).expect("a JSON map serialises");
-        arm(&mut instance.store, limits.cpu).map_err(SandboxError::Instantiate)?;
+        arm(&mut instance.store, init_cpu).map_err(SandboxError::Instantiate)?;
         let init = instance
             .bindings
             .sandgym_env_env()
             .call_init(&mut instance.store, &config)
-            .map_err(|e| classify(e, &instance.store, &limits))?;
+            .map_err(|e| classify(e, &instance.store, &init_limits))?;
         if let Err(refused) = init {
             let bytes = refused.detail.len();
             return Err(if bytes > limits.max_output_bytes {
@@ -293,7 +299,7 @@ fn arm(store: &mut Store<HostState>, cpu: CpuLimit) -> wasmtime::Result<()> {
     store.data().stderr.clear();
     match cpu {
         CpuLimit::Deadline(limit) => {
-            store.data_mut().deadline = Some(Instant::now() + limit);
+            store.data_mut().deadline = Some((Instant::now() + limit, limit));
             store.set_epoch_deadline(1);
             Ok(())
         }

@@ -57,6 +57,12 @@ impl Default for RewardConfig {
 pub struct SqlConfig {
     /// A task file's contents (JSONL, see [`TaskSet::from_jsonl`]); the bundled set when absent.
     pub tasks_jsonl: Option<String>,
+    /// Databases the tasks may name, each the script that builds it: DDL and inserts, a
+    /// SQLite dump included (`REAL`, `VARCHAR(n)`, `INTEGER PRIMARY KEY AUTOINCREMENT`,
+    /// `REFERENCES`, `BEGIN TRANSACTION`, … are rewritten for the engine, see
+    /// [`crate::ddl`]). Needs `tasks_jsonl`. From the CLI, `{"databases": {"music":
+    /// "@music.sql"}}` in an `--env-config` file reads the script from that file.
+    pub databases: BTreeMap<String, String>,
     /// Reward weights.
     pub reward: RewardConfig,
     /// Rows shown by `run_sql` before the rest is summarised.
@@ -129,7 +135,16 @@ impl SqlAgentEnv {
     /// is validated (its gold queries must run).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
         let (tasks, validate) = match &config.tasks_jsonl {
-            Some(text) => (TaskSet::from_jsonl(text.as_bytes())?, true),
+            Some(text) => (
+                TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
+                true,
+            ),
+            None if !config.databases.is_empty() => {
+                return Err(EnvError::InvalidConfig {
+                    reason: "sql-agent: `databases` needs `tasks_jsonl` (the questions about them)"
+                        .into(),
+                });
+            }
             None => (tasks::bundled(), false),
         };
         let mut images = BTreeMap::new();

@@ -28,6 +28,7 @@
 
 mod baseline;
 mod data;
+pub mod ddl;
 mod engine;
 mod env;
 mod pattern;

@@ -60,10 +60,22 @@ impl TaskSet {
     /// # Ok::<(), sandgym_env_api::EnvError>(())
     /// ```
     pub fn from_jsonl(input: impl BufRead) -> Result<Self> {
-        let bundled: BTreeMap<String, String> = data::bundled()
+        Self::from_jsonl_with(input, &BTreeMap::new())
+    }
+
+    /// Like [`from_jsonl`](Self::from_jsonl), with more databases to choose from: `databases`
+    /// maps a name to the script that builds it (DDL and inserts, SQLite dumps included; see
+    /// [`SqlConfig::databases`](crate::SqlConfig::databases)). A `schema_sql` in the file
+    /// may not redefine one of them.
+    pub fn from_jsonl_with(
+        input: impl BufRead,
+        databases: &BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let mut bundled: BTreeMap<String, String> = data::bundled()
             .into_iter()
             .map(|d| (d.name.to_owned(), d.sql()))
             .collect();
+        bundled.extend(databases.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut set = TaskSet::default();
         let mut ids = std::collections::BTreeSet::new();
         for (i, line) in input.lines().enumerate() {
@@ -94,6 +106,12 @@ impl TaskSet {
                 return Err(invalid(format!("duplicate task id `{}`", task.id)));
             }
             match (schema_sql, set.databases.contains_key(&task.database)) {
+                (Some(_), false) if databases.contains_key(&task.database) => {
+                    return Err(invalid(format!(
+                        "database `{}` is defined by the configuration's `databases` and by a `schema_sql`",
+                        task.database
+                    )));
+                }
                 (Some(sql), false) => {
                     set.databases.insert(task.database.clone(), sql);
                 }
@@ -109,7 +127,7 @@ impl TaskSet {
                     }
                     None => {
                         return Err(invalid(format!(
-                            "database `{}` is neither bundled (shop, school, company) nor defined by a `schema_sql` on its first line",
+                            "database `{}` is neither bundled (shop, school, company), nor in the configuration's `databases`, nor defined by a `schema_sql` on its first line",
                             task.database
                         )));
                     }

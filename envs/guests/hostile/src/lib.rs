@@ -2,8 +2,8 @@
 //! allocates without bound, recurses, panics, returns a huge observation or error, blocks in
 //! WASI (sleeps, clock subscriptions, stdin), floods stderr, leaks handles, returns a
 //! non-finite reward, or tries to reach the filesystem, network, clock, environment and OS
-//! randomness. `ping` answers normally. With the configuration `{"spec": "absurd-bounds"}` its
-//! spec declares a tool whose parameters no host could build an example of. The sandbox's tests
+//! randomness. `ping` answers normally. With the configuration `{"init": "spin"}` it never finishes
+//! being made; with `{"spec": "absurd-bounds"}` its spec declares a tool whose parameters no host could build an example of. The sandbox's tests
 //! drive it (see envs/sandbox/tests).
 
 use std::hint::black_box;
@@ -60,6 +60,13 @@ fn new(config: &Map<String, Value>) -> Result<Hostile> {
                 true,
             ),
         ));
+    if config.get("init").and_then(Value::as_str) == Some("spin") {
+        // Never returns: making the instance must end at the sandbox's init budget.
+        let mut x = 0u64;
+        loop {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
     match config.get("spec").and_then(Value::as_str) {
         None => {}
         Some("absurd-bounds") => {

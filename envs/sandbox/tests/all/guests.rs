@@ -117,6 +117,52 @@ fn bytes_that_are_not_a_component_are_a_load_error() {
     }
 }
 
+/// A real-size user database (a SQLite dump: nine tables, ~7,400 rows, `REAL`, `NUMERIC(10,2)`,
+/// `VARCHAR(n)`, `AUTOINCREMENT`, `REFERENCES`, booleans as 0/1) loads and plays in the
+/// sandbox under the default limits, every task's gold answer succeeding as it does natively.
+#[test]
+fn sql_agent_with_a_real_size_sqlite_database() {
+    use sandgym_env_api::{Action, ResetOptions};
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql-agent/tests/data");
+    let tasks = std::fs::read_to_string(format!("{data}/music_tasks.jsonl")).unwrap();
+    let dump = std::fs::read_to_string(format!("{data}/music.sql")).unwrap();
+    let config = serde_json::json!({"tasks_jsonl": tasks, "databases": {"music": dump}});
+    let sandbox = sandgym_sandbox::Sandbox::new(sandgym_sandbox::SandboxConfig {
+        cache_dir: crate::test_config(sandgym_sandbox::CpuLimit::Fuel(1))
+            .cache_dir
+            .clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    let guest = sandbox
+        .load(sandgym_guest_artifacts::SQL_AGENT.wasm)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut wasm = guest.instantiate(config.as_object().unwrap()).unwrap();
+    eprintln!("made in {:?}", started.elapsed());
+    let mut native =
+        sandgym_env_sql::SqlAgentEnv::from_config(config.as_object().unwrap()).unwrap();
+    for task in native.tasks().tasks.clone() {
+        let options = ResetOptions::split(task.split).with_task(&task.id);
+        let mut rewards = Vec::new();
+        for env in [&mut wasm as &mut dyn sandgym_env_api::Env, &mut native] {
+            env.reset(0, &options).unwrap();
+            let tables = env
+                .step(&Action::tool("list_tables", serde_json::json!({})))
+                .unwrap();
+            assert!(
+                tables.content.contains("invoice_items"),
+                "{}",
+                tables.content
+            );
+            env.step(&Action::respond(task.gold_sql.clone())).unwrap();
+            assert_eq!(env.observe().info["success"], true, "{}", task.id);
+            rewards.push(env.reward());
+        }
+        assert_eq!(rewards[0], rewards[1], "{}", task.id);
+    }
+}
+
 #[test]
 fn sql_agent() {
     use sandgym_env_api::{Action, ResetOptions, Split};

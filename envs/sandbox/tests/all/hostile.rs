@@ -342,3 +342,37 @@ fn other_instances_keep_serving_while_one_spins() {
         "only {pongs} steps served while the other guest spun"
     );
 }
+
+#[test]
+fn making_an_instance_has_its_own_cpu_budget() {
+    let mut config = crate::test_config(CpuLimit::Deadline(Duration::from_millis(100)));
+    config.limits.init_cpu = Some(CpuLimit::Deadline(Duration::from_millis(700)));
+    let sandbox = Sandbox::new(config).unwrap();
+    let guest = sandbox.load(sandgym_guest_artifacts::HOSTILE.wasm).unwrap();
+    let spin = json!({"init": "spin"});
+    let started = Instant::now();
+    let err = within(Duration::from_secs(20), move || {
+        guest.instantiate(spin.as_object().unwrap()).unwrap_err()
+    });
+    let took = started.elapsed();
+    assert!(
+        matches!(err, SandboxError::Timeout { limit } if limit == Duration::from_millis(700)),
+        "{err}"
+    );
+    assert!(took >= Duration::from_millis(700), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+
+    // Unset, it is INIT_CPU_FACTOR times the per-call budget, of the same kind.
+    let limits = sandgym_sandbox::Limits {
+        cpu: CpuLimit::Fuel(1000),
+        ..Default::default()
+    };
+    assert_eq!(
+        limits.init_budget(),
+        CpuLimit::Fuel(1000 * u64::from(sandgym_sandbox::INIT_CPU_FACTOR))
+    );
+    let mut mixed = crate::test_config(CpuLimit::Fuel(1000));
+    mixed.limits.init_cpu = Some(CpuLimit::Deadline(Duration::from_secs(1)));
+    let err = Sandbox::new(mixed).unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidConfig { .. }), "{err}");
+}
