@@ -1,6 +1,8 @@
 //! Agents that `sandgym run` can drive an env with.
 
-use sandgym_env_api::{Action, Observation};
+use sandgym_env_api::{
+    Action, EnvSpec, Observation, RESPONSE_SCHEMA, Schema, SplitMix64, ToolSpec,
+};
 use sandgym_env_sql::SqlBaseline;
 use sandgym_env_support::SupportBaseline;
 use serde_json::json;
@@ -61,5 +63,60 @@ pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
         "customer-service" => Some(Box::new(SupportBaseline::default())),
         "guess-number" => Some(Box::new(BinarySearch::default())),
         _ => None,
+    }
+}
+
+/// Random valid actions, for any env: each turn the final response or one of the spec's tools,
+/// chosen uniformly, with parameters drawn from the tool's schema ([`Schema::example`]); the
+/// response is drawn from the episode's narrowed schema ([`RESPONSE_SCHEMA`]) or the spec's,
+/// else it is empty. The floor a learned agent should clear on an env without a baseline.
+///
+/// ```
+/// use sandgym::agents::{Agent, RandomAgent};
+/// use sandgym_env_api::{Env, ResetOptions, toy::GuessNumber, validate_action};
+/// let mut env = GuessNumber::new();
+/// let mut agent = RandomAgent::new(env.spec(), 7);
+/// let obs = env.reset(0, &ResetOptions::default()).unwrap();
+/// let action = agent.act(&obs);
+/// assert!(validate_action(&env.spec().tools, &action).is_ok());
+/// ```
+#[derive(Clone, Debug)]
+pub struct RandomAgent {
+    tools: Vec<ToolSpec>,
+    response: Option<Schema>,
+    episode_response: Option<Schema>,
+    rng: SplitMix64,
+}
+
+impl RandomAgent {
+    /// An agent for envs of `spec`, its draws seeded by `seed`.
+    pub fn new(spec: &EnvSpec, seed: u64) -> Self {
+        Self {
+            tools: spec.tools.clone(),
+            response: spec.response.clone(),
+            episode_response: None,
+            rng: SplitMix64::new(seed),
+        }
+    }
+}
+
+impl Agent for RandomAgent {
+    fn act(&mut self, observation: &Observation) -> Action {
+        if let Some(schema) = observation.info.get(RESPONSE_SCHEMA) {
+            self.episode_response = serde_json::from_value(schema.clone()).ok();
+        }
+        let pick = self.rng.below(self.tools.len() as u64 + 1) as usize;
+        match self.tools.get(pick) {
+            Some(tool) => Action::tool(tool.name.clone(), tool.parameters.example(&mut self.rng)),
+            None => {
+                let schema = self.episode_response.as_ref().or(self.response.as_ref());
+                let text = match schema.map(|s| s.example(&mut self.rng)) {
+                    Some(serde_json::Value::String(s)) => s,
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                Action::respond(text)
+            }
+        }
     }
 }

@@ -19,7 +19,10 @@ use serde_json::{Map, Value};
 pub mod agents;
 pub mod approach;
 pub mod service;
+pub mod target;
 pub mod training;
+
+pub use target::EnvTarget;
 
 pub use sandgym_env_api as env_api;
 pub use sandgym_harnesses as harnesses;
@@ -69,13 +72,23 @@ pub fn bundled_guest(id: &str) -> Option<Guest> {
         .and_then(|(_, guest)| Guest::find(guest))
 }
 
-/// Builds a bundled env by id, natively or in the shared [`sandbox::Sandbox`].
+/// Builds an env: a registered id natively or in the shared [`sandbox::Sandbox`], or a guest
+/// component file (a `.wasm` path) in the sandbox, made with `config`.
 pub fn make_env(
     id: &str,
     backend: Backend,
     config: &Map<String, Value>,
 ) -> env_api::Result<BoxEnv> {
     register_builtin_envs();
+    if target::is_guest_file(id) {
+        if backend == Backend::Native {
+            return Err(EnvError::InvalidConfig {
+                reason: format!("{id} is a guest component: it runs only in the sandbox"),
+            });
+        }
+        let guest = sandbox::Sandbox::shared()?.load_file(std::path::Path::new(id))?;
+        return Ok(Box::new(guest.instantiate(config)?));
+    }
     match backend {
         Backend::Native => env_api::make_with(id, config),
         Backend::Wasm => {

@@ -5,7 +5,7 @@ use serde_json::Map;
 
 use crate::agents;
 use crate::env_api::{self, BoxEnv, Env, RecordTrajectory, ResetOptions, Trajectory};
-use crate::{Backend, make_env};
+use crate::{Backend, EnvTarget};
 use sandgym_trainer::sft::{SftData, SftExample};
 use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig, TrainConfig};
 
@@ -90,9 +90,9 @@ pub fn preset(env: &str, algo: Algo) -> TrainConfig {
     c
 }
 
-/// `n` fresh envs of `id`.
-pub fn env_batch(id: &str, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
-    (0..n).map(|_| make_env(id, backend, &Map::new())).collect()
+/// `n` fresh envs of `target`.
+pub fn env_batch(target: &EnvTarget, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
+    target.batch(backend, n)
 }
 
 /// One episode of the scripted baseline: its trajectory and whether it succeeded.
@@ -106,18 +106,20 @@ pub struct BaselineEpisode {
     pub reset_info: Map<String, serde_json::Value>,
 }
 
-/// Plays the scripted baseline of `id` (natively) for each seed with `options`.
+/// Plays the scripted baseline of `target` (natively, or sandboxed for a guest file) for each
+/// seed with `options`. An env without a baseline is an error.
 pub fn baseline_episodes(
-    id: &str,
+    target: &EnvTarget,
     seeds: impl IntoIterator<Item = u64>,
     options: &ResetOptions,
 ) -> anyhow::Result<Vec<BaselineEpisode>> {
-    let mut env = RecordTrajectory::new(make_env(id, Backend::Native, &Map::new())?);
+    let id = target.id()?;
+    let mut env = RecordTrajectory::new(target.make_fastest()?);
     let limit = env.spec().max_episode_steps.unwrap_or(16);
     let mut out = Vec::new();
     for seed in seeds {
-        let mut agent =
-            agents::baseline(id).ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))?;
+        let mut agent = agents::baseline(&id)
+            .ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))?;
         let mut obs = env.reset(seed, options)?;
         let reset_info = obs.info.clone();
         let mut success = false;
@@ -140,12 +142,15 @@ pub fn baseline_episodes(
     Ok(out)
 }
 
-/// The SFT data of `config` for `id`: the scripted baseline's first `config.episodes`
+/// The SFT data of `config` for `target`: the scripted baseline's first `config.episodes`
 /// train-split episodes (seeds `0..episodes`), only the successful ones when
 /// `config.successful_only`.
-pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<SftExample>> {
+pub fn baseline_sft_data(
+    target: &EnvTarget,
+    config: &SftConfig,
+) -> anyhow::Result<Vec<SftExample>> {
     Ok(baseline_episodes(
-        id,
+        target,
         0..config.episodes as u64,
         &ResetOptions::split(env_api::Split::Train),
     )?
@@ -161,15 +166,14 @@ pub fn baseline_sft_data(id: &str, config: &SftConfig) -> anyhow::Result<Vec<Sft
 /// SFT samples of `examples` for `env`, rendered with its tools the way `config`'s rollouts
 /// render episodes (and masked by its grammar when `config.sft.constrained`).
 pub fn sft_samples(
-    env: &str,
+    env: &EnvTarget,
     tokenizer: &crate::policy::Tokenizer,
     examples: &[SftExample],
     config: &TrainConfig,
 ) -> anyhow::Result<SftData> {
-    let spec = make_env(env, Backend::Native, &Map::new())?.spec().clone();
     Ok(sandgym_trainer::sft::samples(
         tokenizer,
-        &spec,
+        env.spec()?,
         examples,
         &sandgym_trainer::rollout_settings(config),
         &config.sft,

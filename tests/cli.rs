@@ -340,6 +340,119 @@ fn train_then_eval_then_resume_from_the_command_line() {
     std::fs::remove_file(&config).unwrap();
 }
 
+/// A user's env: `unit-convert-v0` is in no registry and has no native build or baseline; it
+/// is a guest component file, run, trained, resumed and evaluated by its path.
+#[test]
+fn a_users_env_file_is_checked_run_trained_and_evaluated() {
+    let dir = tmp("user-env");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = dir.join("unit_convert.wasm");
+    std::fs::write(&wasm, sandgym_guest_artifacts::UNIT_CONVERT.wasm).unwrap();
+    let wasm = wasm.to_str().unwrap();
+    let config = dir.join("env.json");
+    std::fs::write(&config, r#"{"max_value": 9}"#).unwrap();
+    let config = config.to_str().unwrap();
+
+    let check = sandgym(&["check", wasm, "--env-config", config]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    let run = sandgym(&[
+        "run",
+        "--env",
+        wasm,
+        "--env-config",
+        config,
+        "--agent",
+        "random",
+        "--episodes",
+        "5",
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(summary["env"], "unit-convert-v0", "{summary}");
+    assert_eq!(summary["episodes"], 5);
+    let baseline = sandgym(&["run", "--env", wasm, "--agent", "baseline"]);
+    assert!(!baseline.status.success());
+    assert!(String::from_utf8_lossy(&baseline.stderr).contains("--agent random"));
+    let native = sandgym(&["run", "--env", wasm, "--native", "--agent", "random"]);
+    assert!(String::from_utf8_lossy(&native.stderr).contains("only in the sandbox"));
+
+    let out = dir.join("run");
+    let train_config = dir.join("train.json");
+    std::fs::write(
+        &train_config,
+        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "save_every": 1}"#,
+    )
+    .unwrap();
+    let train = sandgym(&[
+        "train",
+        "--env",
+        wasm,
+        "--env-config",
+        r#"{"max_value": 9}"#,
+        "--iters",
+        "1",
+        "--config",
+        train_config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&train.stderr);
+    assert!(train.status.success(), "{stderr}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved["run"]["env"], wasm);
+    assert_eq!(saved["run"]["env_config"]["max_value"], 9);
+    assert_eq!(
+        std::fs::read_to_string(out.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    // The run remembers its env and configuration: eval needs no --env.
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--episodes",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(report["policy"]["episodes"], 3, "{report}");
+    assert!(report["baseline"].is_null(), "{report}");
+    let resume = sandgym(&[
+        "train",
+        "--resume",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    assert!(
+        resume.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The tiny Llama of the policy's test fixtures (a Hugging Face directory).
 fn tiny_llama() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

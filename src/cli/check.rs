@@ -1,12 +1,10 @@
 //! `sandgym check`: run `check_env` on a bundled env or a guest file.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use sandgym::env_api::{BoxEnv, CheckReport, check_env};
-use sandgym::sandbox::Sandbox;
-use sandgym::{Backend, make_env};
+use sandgym::{Backend, EnvTarget};
 
 /// Options of `sandgym check`.
 #[derive(Debug, clap::Args)]
@@ -19,6 +17,10 @@ pub struct Args {
     /// Check the WebAssembly build in the sandbox (the default).
     #[arg(long)]
     wasm: bool,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
+    #[arg(long)]
+    env_config: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -26,24 +28,15 @@ pub struct Args {
 
 /// Runs the subcommand: exit 0 when the env keeps the contract, 1 on hard failures.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let mut env: BoxEnv = if args.target.ends_with(".wasm") || Path::new(&args.target).is_file() {
-        anyhow::ensure!(
-            !args.native,
-            "a .wasm file can only be checked in the sandbox"
-        );
-        let guest = Sandbox::shared()?
-            .load_file(Path::new(&args.target))
-            .with_context(|| format!("loading {}", args.target))?;
-        Box::new(guest.instantiate(&Default::default())?)
+    let target = EnvTarget::parse(&args.target, args.env_config.as_deref())?;
+    let backend = if args.native {
+        Backend::Native
     } else {
-        let backend = if args.native {
-            Backend::Native
-        } else {
-            Backend::Wasm
-        };
-        make_env(&args.target, backend, &Default::default())
-            .with_context(|| format!("building {}", args.target))?
+        Backend::Wasm
     };
+    let mut env: BoxEnv = target
+        .make(backend)
+        .with_context(|| format!("loading {}", args.target))?;
     let report = check_env(&mut env);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&report))?);

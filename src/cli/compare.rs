@@ -130,6 +130,7 @@ fn env_lines(env: &str) -> usize {
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let algo: Algo = args.algo.parse()?;
+    let target = sandgym::EnvTarget::new(args.env.clone());
     let config = settings(
         &args.env,
         algo,
@@ -147,7 +148,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (policy_config, model, tokenizer) = match &args.init {
         Some(dir) => checkpoint::load::<CpuTrain>(&policy_dir(dir), &device)?,
         None => fresh_policy::<CpuTrain>(
-            &args.env,
+            &target,
             &config,
             &device,
             Some(&out.join("init")),
@@ -166,7 +167,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         policy_config.clone(),
         model.clone(),
         tokenizer.clone(),
-        env_batch(&args.env, Backend::Wasm, n)?,
+        env_batch(&target, Backend::Wasm, n)?,
         ResetOptions::split(Split::Train),
         device,
     )?;
@@ -191,7 +192,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         policy_config,
         model,
         tokenizer.clone(),
-        env_batch(&args.env, Backend::Native, n)?,
+        env_batch(&target, Backend::Native, n)?,
         ResetOptions::split(Split::Train),
         device,
     )?;

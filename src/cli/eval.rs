@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use burn::tensor::backend::Backend as BurnBackend;
-use sandgym::Backend;
 use sandgym::env_api::{ResetOptions, Split};
 use sandgym::policy::{DeviceKind, pretrained};
 use sandgym::trainer::{
@@ -15,6 +14,7 @@ use sandgym::trainer::{
     rollout_settings,
 };
 use sandgym::training::{baseline_episodes, baseline_report, env_batch, preset};
+use sandgym::{Backend, EnvTarget};
 use serde::Serialize;
 
 /// Options of `sandgym eval`.
@@ -27,9 +27,15 @@ pub struct Args {
     /// use), a `.gguf` file or a Hugging Face directory.
     #[arg(long)]
     model: Option<String>,
-    /// The env to evaluate on.
+    /// The env to evaluate on: a registered id (`sql-agent-v0`) or the path of a guest
+    /// component (`.wasm`). Default: the env (and its configuration) a run directory was
+    /// trained on.
+    #[arg(long, required_unless_present = "checkpoint")]
+    env: Option<String>,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
-    env: String,
+    env_config: Option<String>,
     /// The task split.
     #[arg(long, default_value = "test")]
     split: Split,
@@ -55,8 +61,8 @@ pub struct Args {
 pub struct Comparison {
     /// The trained policy (greedy decoding).
     pub policy: EvalReport,
-    /// The scripted baseline.
-    pub baseline: EvalReport,
+    /// The scripted baseline (`None` for an env without one).
+    pub baseline: Option<EvalReport>,
     /// The policy's episodes.
     #[serde(skip)]
     pub episodes: Vec<sandgym::env_api::Trajectory>,
@@ -67,9 +73,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let split = args.split;
     // The rollout shape the policy was trained with, when the checkpoint is a run directory.
     let run = args.checkpoint.as_deref().map(read_run_config);
+    let target = match (&args.env, &run) {
+        (Some(env), _) => EnvTarget::parse(env, args.env_config.as_deref())?,
+        (None, Some(Ok(run))) => run_target(&run.run)?,
+        (None, Some(Err(e))) => anyhow::bail!("give --env: the checkpoint is not a run ({e})"),
+        (None, None) => anyhow::bail!("give --env"),
+    };
     let settings = match run {
         Some(Ok(run)) => rollout_settings(&run.train),
-        _ => rollout_settings(&preset(&args.env, Algo::Grpo)),
+        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo)),
     };
     let spec = match (&args.checkpoint, &args.model) {
         (Some(dir), _) => policy_dir(dir).display().to_string(),
@@ -81,7 +93,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "cuda")]
         DeviceKind::Cuda => compare::<sandgym::policy::Gpu>(
             dir,
-            &args.env,
+            &target,
             split,
             args.episodes,
             &settings,
@@ -90,7 +102,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         )?,
         _ => compare::<sandgym::policy::Cpu>(
             dir,
-            &args.env,
+            &target,
             split,
             args.episodes,
             &settings,
@@ -109,7 +121,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print(&report, &args.env, split);
+        print(&report, &target.label(), split);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -119,7 +131,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 /// replaces the rollout's context budget.
 pub fn compare<B: BurnBackend>(
     dir: &Path,
-    env: &str,
+    env: &EnvTarget,
     split: Split,
     episodes: usize,
     settings: &RolloutSettings,
@@ -139,7 +151,10 @@ pub fn compare<B: BurnBackend>(
     let seeds: Vec<u64> = (0..episodes as u64).collect();
     let options = ResetOptions::split(split);
     let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
-    let baseline = baseline_report(&baseline_episodes(env, seeds, &options)?);
+    let baseline = match sandgym::agents::baseline(&env.id()?) {
+        Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
+        None => None,
+    };
     Ok(Comparison {
         policy,
         baseline,
@@ -154,7 +169,11 @@ pub fn print(c: &Comparison, env: &str, split: Split) {
         c.policy.episodes
     );
     println!("            success  mean reward  turns  env errors  out of context");
-    for (name, r) in [("policy", &c.policy), ("baseline", &c.baseline)] {
+    let rows = [
+        ("policy", Some(&c.policy)),
+        ("baseline", c.baseline.as_ref()),
+    ];
+    for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
         println!(
             "{name:<10}  {:>7.3}  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
             r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
@@ -166,4 +185,16 @@ pub fn print(c: &Comparison, env: &str, split: Split) {
             c.policy.prompt_too_long
         );
     }
+}
+
+/// The env a run was trained on, with its configuration (`env` and `env_config` in the run's
+/// `config.json`).
+pub fn run_target(run: &serde_json::Value) -> anyhow::Result<EnvTarget> {
+    let env = run["env"].as_str().context("config.json names no env")?;
+    let config = match run.get("env_config") {
+        Some(serde_json::Value::Object(map)) => map.clone(),
+        None | Some(serde_json::Value::Null) => Default::default(),
+        Some(other) => anyhow::bail!("config.json: env_config is not an object: {other}"),
+    };
+    Ok(EnvTarget::with_config(env, config))
 }

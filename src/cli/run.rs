@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
 use sandgym::sandbox::{FaultConfig, FaultInjection};
-use sandgym::{Backend, agents, make_env};
+use sandgym::{Backend, EnvTarget, agents};
 use serde_json::{Value, json};
 
 /// Which agent acts.
@@ -17,14 +17,20 @@ use serde_json::{Value, json};
 pub enum AgentKind {
     /// The env's scripted baseline (the hand-written harness logic).
     Baseline,
+    /// Random valid actions drawn from the env's tool schemas (works for any env).
+    Random,
 }
 
 /// Options of `sandgym run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The env id, e.g. `sql-agent-v0`.
+    /// A registered env id (`sql-agent-v0`) or the path of a guest component (`.wasm`).
     #[arg(long)]
     env: String,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
+    #[arg(long)]
+    env_config: Option<String>,
     /// The agent.
     #[arg(long, value_enum, default_value_t = AgentKind::Baseline)]
     agent: AgentKind,
@@ -61,7 +67,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         Backend::Wasm
     };
-    let env = make_env(&args.env, backend, &Default::default())
+    let target = EnvTarget::parse(&args.env, args.env_config.as_deref())?;
+    let env = target
+        .make(backend)
         .with_context(|| format!("building {}", args.env))?;
     let env: BoxEnv = match &args.faults {
         Some(path) => {
@@ -84,9 +92,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     for episode in 0..args.episodes {
         let mut agent = match args.agent {
-            AgentKind::Baseline => {
-                agents::baseline(&id).with_context(|| format!("{id} has no scripted baseline"))?
-            }
+            AgentKind::Baseline => agents::baseline(&id).with_context(|| {
+                format!("{id} has no scripted baseline (`--agent random` works for any env)")
+            })?,
+            AgentKind::Random => Box::new(agents::RandomAgent::new(
+                env.spec(),
+                args.seed.wrapping_add(episode),
+            )),
         };
         let options = ResetOptions::split(args.split);
         let t = Instant::now();

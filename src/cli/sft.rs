@@ -13,9 +13,14 @@ use sandgym::trainer::{Algo, Learner, policy_dir};
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The env whose tools and prompts the policy learns.
+    /// The env whose tools and prompts the policy learns: a registered id (`sql-agent-v0`) or
+    /// the path of a guest component (`.wasm`).
     #[arg(long)]
     env: String,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
+    #[arg(long)]
+    env_config: Option<String>,
     /// Where to write the policy checkpoint.
     #[arg(long)]
     out: PathBuf,
@@ -50,8 +55,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
+    let target = sandgym::EnvTarget::parse(&args.env, args.env_config.as_deref())?;
     let mut config =
-        crate::cli::train::settings(&args.env, Algo::Grpo, None, None, Some(args.seed))?;
+        crate::cli::train::settings(&target.id()?, Algo::Grpo, None, None, Some(args.seed))?;
     if let Some(n) = args.episodes {
         config.sft.episodes = n;
     }
@@ -61,7 +67,7 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
     if args.data.is_none() && args.init.is_none() {
         // A fresh policy warm-started on the baseline: the same path `train` takes.
         crate::cli::train::fresh_policy::<B>(
-            &args.env,
+            &target,
             &config,
             &device,
             Some(&args.out),
@@ -89,9 +95,9 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
                 .map(SftExample::from)
                 .collect()
         }
-        None => sandgym::training::baseline_sft_data(&args.env, &config.sft)?,
+        None => sandgym::training::baseline_sft_data(&target, &config.sft)?,
     };
-    let data = sandgym::training::sft_samples(&args.env, &tokenizer, &examples, &config)?;
+    let data = sandgym::training::sft_samples(&target, &tokenizer, &examples, &config)?;
     anyhow::ensure!(
         !data.samples.is_empty(),
         "no usable episodes ({} longer than the context)",

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use sandgym::Backend;
 use sandgym::env_api::{ResetOptions, Split};
 use sandgym::policy::{DeviceKind, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
 use sandgym::trainer::{
@@ -16,14 +15,21 @@ use sandgym::trainer::{
     rollout_settings, sft,
 };
 use sandgym::training::{ModelChoice, env_batch, initial_policy, preset};
+use sandgym::{Backend, EnvTarget};
 use serde_json::json;
 
 /// Options of `sandgym train`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The env to train on (not needed with `--resume`).
+    /// The env to train on: a registered id (`sql-agent-v0`) or the path of a guest component
+    /// (`.wasm`). Not needed with `--resume`.
     #[arg(long, required_unless_present = "resume")]
     env: Option<String>,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl",
+    /// "databases": {"music": "@music.sql"}}` for the SQL env over your own database).
+    #[arg(long, conflicts_with = "resume")]
+    env_config: Option<String>,
     /// grpo, ppo, rloo, dapo or reinforce_pp.
     #[arg(long, default_value = "grpo")]
     algo: String,
@@ -139,7 +145,7 @@ pub(crate) fn settings(
 /// A fresh policy for `env` (the model `choice` names), warm-started with SFT on the
 /// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
 pub(crate) fn fresh_policy<B: AutodiffBackend>(
-    env: &str,
+    env: &EnvTarget,
     config: &TrainConfig,
     device: &B::Device,
     sft_dir: Option<&Path>,
@@ -236,12 +242,9 @@ fn end_bar() {
 fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<Trainer<B>> {
     let trainer = if let Some(dir) = &args.resume {
         let run = read_run_config(dir)?;
-        let env = run.run["env"]
-            .as_str()
-            .context("config.json names no env")?
-            .to_owned();
+        let target = crate::cli::eval::run_target(&run.run)?;
         let native = run.run["backend"].as_str() == Some("native");
-        let envs = env_batch(&env, backend(native), run.train.episodes_per_iter())?;
+        let envs = env_batch(&target, backend(native), run.train.episodes_per_iter())?;
         let t = Trainer::<B>::resume(dir, envs, ResetOptions::split(Split::Train), device)?;
         eprintln!(
             "resuming {} after iteration {}",
@@ -251,12 +254,18 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         t
     } else {
         let env = args.env.clone().expect("clap requires --env");
+        let target = EnvTarget::parse(&env, args.env_config.as_deref())?;
+        anyhow::ensure!(
+            !(args.native && target.is_file()),
+            "{env} is a guest component: it runs only in the sandbox (drop --native)"
+        );
         let algo: Algo = args.algo.parse()?;
-        let mut config = settings(&env, algo, args.config.as_deref(), args.iters, args.seed)?;
+        let id = target.id()?;
+        let mut config = settings(&id, algo, args.config.as_deref(), args.iters, args.seed)?;
         let out = args
             .out
             .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("runs/{env}-{}", algo.name())));
+            .unwrap_or_else(|| PathBuf::from(format!("runs/{}-{}", target.label(), algo.name())));
         let (policy_config, model, tokenizer) = match &args.init {
             Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
             None => {
@@ -264,13 +273,14 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
                     model: args.model.clone(),
                     lora_rank: args.lora_rank,
                 };
-                fresh_policy::<B>(&env, &config, &device, Some(&out.join("sft")), &choice)?
+                fresh_policy::<B>(&target, &config, &device, Some(&out.join("sft")), &choice)?
             }
         };
         config.max_context = config.max_context.min(policy_config.context_length);
-        let envs = env_batch(&env, backend(args.native), config.episodes_per_iter())?;
+        let envs = env_batch(&target, backend(args.native), config.episodes_per_iter())?;
         let run = json!({
             "env": env,
+            "env_config": target.config,
             "backend": if args.native { "native" } else { "wasm" },
             "init": args.init.as_ref().map(|p| p.display().to_string()),
             "model": args.model.clone().unwrap_or_else(|| "tiny".into()),
@@ -380,19 +390,17 @@ fn finish<B: AutodiffBackend>(
     }
     if args.eval_episodes > 0 {
         let run = read_run_config(&out)?;
-        let env = run.run["env"]
-            .as_str()
-            .context("config.json names no env")?;
+        let target = crate::cli::eval::run_target(&run.run)?;
         let report = crate::cli::eval::compare::<B::InnerBackend>(
             &policy_dir(&out),
-            env,
+            &target,
             Split::Test,
             args.eval_episodes,
             &rollout_settings(&run.train),
             run.run["backend"].as_str() != Some("native"),
             &Default::default(),
         )?;
-        crate::cli::eval::print(&report, env, Split::Test);
+        crate::cli::eval::print(&report, &target.label(), Split::Test);
     }
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)

@@ -29,6 +29,45 @@ fn guess_number() {
     assert!(report.checks_run.contains(&"snapshot"), "{report}");
 }
 
+/// An env outside the bundled list (no native build, no registration): it keeps the contract
+/// in the sandbox, its configuration is checked, and its answers are graded.
+#[test]
+fn unit_convert() {
+    use sandgym_env_api::{Action, ResetOptions, Split};
+    let mut env = load(sandgym_guest_artifacts::UNIT_CONVERT);
+    assert_eq!(env.spec().id.to_string(), "unit-convert-v0");
+    let report = check_env(&mut env);
+    assert!(report.is_ok(), "{report}");
+    let task = env.reset(3, &ResetOptions::split(Split::Test)).unwrap();
+    // "Convert V A to B. …": ask the tool for the factor, then answer V × factor.
+    let words: Vec<&str> = task.content.split_whitespace().collect();
+    let (value, from, to) = (words[1], words[2], words[4].trim_end_matches('.'));
+    let reply = env
+        .step(&Action::tool(
+            "factor",
+            serde_json::json!({"from": from, "to": to}),
+        ))
+        .unwrap();
+    let factor: f64 = reply
+        .content
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answer = value.parse::<f64>().unwrap() * factor;
+    env.step(&Action::respond(format!("{answer}"))).unwrap();
+    assert_eq!(env.reward(), 1.0, "{} -> {}", task.content, reply.content);
+    env.reset(3, &ResetOptions::split(Split::Test)).unwrap();
+    env.step(&Action::respond("-1")).unwrap();
+    assert_eq!(env.reward(), 0.0);
+    let guest = crate::sandbox()
+        .load(sandgym_guest_artifacts::UNIT_CONVERT.wasm)
+        .unwrap();
+    let bad = serde_json::json!({"max_value": 0});
+    assert!(guest.instantiate(bad.as_object().unwrap()).is_err());
+}
+
 #[test]
 fn hostile() {
     let mut env = load(sandgym_guest_artifacts::HOSTILE);

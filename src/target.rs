@@ -1,0 +1,205 @@
+//! What `--env` and `--env-config` name: a registered env or a user's guest component, and the
+//! configuration object it is made with. Every command that makes envs (`run`, `eval`, `sft`,
+//! `train`, `check`, `compare`) goes through [`EnvTarget`], so a user's own env (a `.wasm`
+//! built from a crate of theirs) or the SQL env over their own database is run, evaluated and
+//! trained the same way as a bundled one.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::env_api::{self, BoxEnv, EnvError, EnvSpec};
+use crate::{Backend, make_env};
+
+/// An env and its configuration.
+///
+/// ```
+/// use sandgym::{Backend, EnvTarget};
+/// let target = EnvTarget::parse("guess-number-v0", Some(r#"{"max": 8}"#))?;
+/// let env = target.make(Backend::Native)?;
+/// assert_eq!(env.spec().tools[0].parameters.properties["number"].maximum, Some(8.0));
+/// assert_eq!(target.name()?, "guess-number");
+/// # Ok::<(), sandgym::env_api::EnvError>(())
+/// ```
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EnvTarget {
+    /// A registered env id (`sql-agent-v0`) or the path of a guest component (`.wasm`).
+    pub env: String,
+    /// The configuration object the env is made with (empty: its defaults).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub config: Map<String, Value>,
+    #[serde(skip)]
+    spec: OnceLock<EnvSpec>,
+}
+
+impl EnvTarget {
+    /// A registered env or a guest file with its default configuration.
+    pub fn new(env: impl Into<String>) -> Self {
+        Self {
+            env: env.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A target with an explicit configuration object.
+    pub fn with_config(env: impl Into<String>, config: Map<String, Value>) -> Self {
+        Self {
+            env: env.into(),
+            config,
+            spec: OnceLock::new(),
+        }
+    }
+
+    /// The target `--env ENV --env-config CONFIG` name. `CONFIG` is a JSON object written
+    /// inline (`{"max": 8}`) or the path of a file holding one. A string value of the form
+    /// `"@PATH"` anywhere in it is replaced by the contents of that file (relative to the
+    /// config file's folder; `"@@…"` stands for a literal leading `@`), so
+    /// `{"tasks_jsonl": "@tasks.jsonl", "databases": {"music": "@music.sql"}}` gives the SQL
+    /// env a task file and a database dump.
+    pub fn parse(env: &str, config: Option<&str>) -> env_api::Result<Self> {
+        let Some(config) = config else {
+            return Ok(Self::new(env));
+        };
+        let invalid = |reason: String| EnvError::InvalidConfig { reason };
+        let (text, base) = if config.trim_start().starts_with(['{', '[']) {
+            (config.to_owned(), PathBuf::from("."))
+        } else {
+            let path = Path::new(config);
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| invalid(format!("cannot read --env-config {config}: {e}")))?;
+            let base = path.parent().unwrap_or(Path::new(".")).to_owned();
+            (text, base)
+        };
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| invalid(format!("--env-config is not JSON: {e}")))?;
+        let Value::Object(map) = expand_files(value, &base)? else {
+            return Err(invalid("--env-config must be a JSON object".into()));
+        };
+        Ok(Self::with_config(env, map))
+    }
+
+    /// Whether the target is a guest file rather than a registered id.
+    pub fn is_file(&self) -> bool {
+        is_guest_file(&self.env)
+    }
+
+    /// One env, natively or sandboxed (a guest file runs only sandboxed).
+    pub fn make(&self, backend: Backend) -> env_api::Result<BoxEnv> {
+        make_env(&self.env, backend, &self.config)
+    }
+
+    /// One env the fastest way it runs: natively, or sandboxed for a guest file.
+    pub fn make_fastest(&self) -> env_api::Result<BoxEnv> {
+        self.make(if self.is_file() {
+            Backend::Wasm
+        } else {
+            Backend::Native
+        })
+    }
+
+    /// `n` fresh envs.
+    pub fn batch(&self, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
+        (0..n).map(|_| self.make(backend)).collect()
+    }
+
+    /// The env's spec (made once, the fastest way, then remembered).
+    pub fn spec(&self) -> env_api::Result<&EnvSpec> {
+        if let Some(spec) = self.spec.get() {
+            return Ok(spec);
+        }
+        let spec = self.make_fastest()?.spec().clone();
+        Ok(self.spec.get_or_init(|| spec))
+    }
+
+    /// The env's id as its spec gives it (`sql-agent-v0`).
+    pub fn id(&self) -> env_api::Result<String> {
+        Ok(self.spec()?.id.to_string())
+    }
+
+    /// The env's name without its version (`sql-agent`): what presets, baselines and
+    /// harnesses are found by.
+    pub fn name(&self) -> env_api::Result<String> {
+        Ok(self.spec()?.id.name.clone())
+    }
+
+    /// A short label for run directories: the id, or a guest file's stem.
+    pub fn label(&self) -> String {
+        if self.is_file() {
+            Path::new(&self.env)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "env".into())
+        } else {
+            self.env.clone()
+        }
+    }
+}
+
+/// Whether `env` names a guest file (a `.wasm` path or an existing file) rather than an id.
+pub fn is_guest_file(env: &str) -> bool {
+    env.ends_with(".wasm") || Path::new(env).is_file()
+}
+
+/// Replaces every `"@PATH"` string in `value` by the contents of the file (relative to `base`).
+fn expand_files(value: Value, base: &Path) -> env_api::Result<Value> {
+    Ok(match value {
+        Value::String(s) if s.starts_with("@@") => Value::String(s[1..].to_owned()),
+        Value::String(s) if s.starts_with('@') => {
+            let path = base.join(&s[1..]);
+            Value::String(
+                std::fs::read_to_string(&path).map_err(|e| EnvError::InvalidConfig {
+                    reason: format!("--env-config names {}: {e}", path.display()),
+                })?,
+            )
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| expand_files(v, base))
+                .collect::<env_api::Result<_>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| Ok((k, expand_files(v, base)?)))
+                .collect::<env_api::Result<_>>()?,
+        ),
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_files_and_at_paths_expand() {
+        let dir = std::env::temp_dir().join(format!("sandgym-target-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("data/tasks.jsonl"), "line\n").unwrap();
+        let file = dir.join("env.json");
+        std::fs::write(
+            &file,
+            r#"{"tasks": "@data/tasks.jsonl", "nested": [{"x": "@@literal"}], "n": 3}"#,
+        )
+        .unwrap();
+        let target = EnvTarget::parse("x.wasm", Some(file.to_str().unwrap())).unwrap();
+        assert_eq!(target.config["tasks"], "line\n");
+        assert_eq!(target.config["nested"][0]["x"], "@literal");
+        assert_eq!(target.config["n"], 3);
+        assert!(target.is_file());
+        assert_eq!(target.label(), "x");
+
+        for (bad, needle) in [
+            ("[1]", "must be a JSON object"),
+            ("{nope", "not JSON"),
+            (r#"{"a": "@missing.sql"}"#, "missing.sql"),
+            ("no-such-file.json", "cannot read"),
+        ] {
+            let err = EnvTarget::parse("x.wasm", Some(bad)).unwrap_err();
+            assert!(err.to_string().contains(needle), "{bad}: {err}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
