@@ -453,6 +453,58 @@ fn a_users_env_file_is_checked_run_trained_and_evaluated() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The SQL env over a user's own database: a SQLite dump and a task file named by an
+/// `--env-config` file, played in the sandbox under the default limits.
+#[test]
+fn the_sql_env_runs_on_a_users_sqlite_dump() {
+    let dir = tmp("user-db");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/envs/sql-agent/tests/data");
+    let config = dir.join("music.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "tasks_jsonl": format!("@{data}/music_tasks.jsonl"),
+            "databases": {"music": format!("@{data}/music.sql")},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--env-config",
+        config.to_str().unwrap(),
+        "--split",
+        "test",
+        "--episodes",
+        "8",
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(summary["backend"], "wasm");
+    assert_eq!(summary["episodes"], 8);
+    assert!(summary["steps"].as_u64().unwrap() >= 8, "{summary}");
+    // A config that names a missing file says which.
+    std::fs::write(&config, r#"{"tasks_jsonl": "@nowhere.jsonl"}"#).unwrap();
+    let bad = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--env-config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("nowhere.jsonl"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The tiny Llama of the policy's test fixtures (a Hugging Face directory).
 fn tiny_llama() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
