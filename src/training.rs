@@ -183,9 +183,11 @@ pub fn sft_samples(
 /// The report of baseline episodes, comparable with a policy's [`EvalReport`].
 pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
     let n = episodes.len().max(1) as f64;
+    let successes = episodes.iter().filter(|e| e.success).count();
     EvalReport {
         episodes: episodes.len(),
-        success_rate: episodes.iter().filter(|e| e.success).count() as f64 / n,
+        success_rate: successes as f64 / n,
+        success_ci95: sandgym_trainer::wilson_interval(successes, episodes.len()),
         mean_reward: episodes
             .iter()
             .map(|e| e.trajectory.total_reward())

@@ -491,6 +491,31 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
     assert_eq!(summary["backend"], "wasm");
     assert_eq!(summary["episodes"], 8);
     assert!(summary["steps"].as_u64().unwrap() >= 8, "{summary}");
+    // Every test task once: the file holds 4 (tasks 3, 6, 9 and 12).
+    let every = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--env-config",
+        config.to_str().unwrap(),
+        "--split",
+        "test",
+        "--every-task",
+        "--json",
+    ]);
+    assert!(
+        every.status.success(),
+        "{}",
+        String::from_utf8_lossy(&every.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&every.stdout).unwrap();
+    assert_eq!(summary["episodes"], 4, "{summary}");
+    let (lo, hi) = (
+        summary["success_ci95"][0].as_f64().unwrap(),
+        summary["success_ci95"][1].as_f64().unwrap(),
+    );
+    let rate = summary["success_rate"].as_f64().unwrap();
+    assert!(lo <= rate && rate <= hi && hi - lo > 0.3, "{summary}");
     // A config that names a missing file says which.
     std::fs::write(&config, r#"{"tasks_jsonl": "@nowhere.jsonl"}"#).unwrap();
     let bad = sandgym(&[

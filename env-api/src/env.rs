@@ -50,6 +50,12 @@ pub struct ResetOptions {
     /// other randomness of the episode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// Take the split's task by position instead of drawing it: seed `i` plays task
+    /// `i mod n` of the split's `n` tasks, so seeds `0..n` play every task exactly once (an
+    /// honest evaluation; [`EnvSpec::tasks`] gives `n`). The seed still drives the episode's
+    /// other randomness.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cycle: bool,
     /// Env-specific options.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
@@ -70,9 +76,16 @@ impl ResetOptions {
         self
     }
 
+    /// Takes tasks by position (see [`ResetOptions::cycle`]).
+    pub fn cycling(mut self) -> Self {
+        self.cycle = true;
+        self
+    }
+
     /// The index of the episode's task among `tasks` (id and split of each, in order): the
     /// task named by [`ResetOptions::task`], or else one of the tasks of
-    /// [`ResetOptions::split`] chosen by `seed`, so a seed names an episode.
+    /// [`ResetOptions::split`] chosen by `seed` (drawn, or by position when
+    /// [`ResetOptions::cycle`]), so a seed names an episode.
     ///
     /// ```
     /// use sandgym_env_api::{ResetOptions, Split};
@@ -80,6 +93,8 @@ impl ResetOptions {
     /// assert_eq!(ResetOptions::default().with_task("b").choose_task(0, tasks)?, 1);
     /// assert_ne!(ResetOptions::default().choose_task(7, tasks)?, 1);
     /// assert!(ResetOptions::default().with_task("z").choose_task(0, tasks).is_err());
+    /// let every: Vec<usize> = (0..4).map(|s| ResetOptions::default().cycling().choose_task(s, tasks)).collect::<Result<_, _>>()?;
+    /// assert_eq!(every, [0, 2, 0, 2]);
     /// # Ok::<(), sandgym_env_api::EnvError>(())
     /// ```
     pub fn choose_task<'a>(
@@ -102,6 +117,9 @@ impl ResetOptions {
             return Err(EnvError::InvalidOptions {
                 reason: format!("the {:?} split has no tasks", self.split),
             });
+        }
+        if self.cycle {
+            return Ok(pool[(seed % pool.len() as u64) as usize]);
         }
         Ok(*crate::SplitMix64::new(seed).choose(&pool))
     }

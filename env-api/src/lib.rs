@@ -108,7 +108,7 @@ pub use registry::{
 };
 pub use rng::SplitMix64;
 pub use schema::{EXAMPLE_BUDGET, Schema, SchemaType};
-pub use spec::{EnvId, EnvSpec};
+pub use spec::{EnvId, EnvSpec, TaskCounts};
 pub use tool::{ToolSpec, begin_step, validate_action};
 pub use trajectory::Trajectory;
 #[cfg(feature = "vec")]

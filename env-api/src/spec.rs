@@ -115,6 +115,43 @@ pub struct EnvSpec {
     /// still checks the response itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<Schema>,
+    /// How many tasks each split holds, for an env with a fixed task list (`None` when
+    /// episodes are generated from the seed). Evaluators play seeds `0..n` with
+    /// [`ResetOptions::cycle`](crate::ResetOptions::cycle) to play every task once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<TaskCounts>,
+}
+
+/// The sizes of an env's task splits (see [`EnvSpec::tasks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskCounts {
+    /// Tasks of the train split.
+    pub train: u64,
+    /// Tasks of the test split.
+    pub test: u64,
+}
+
+impl TaskCounts {
+    /// The counts of a task list given by each task's split.
+    pub fn of(splits: impl IntoIterator<Item = crate::Split>) -> Self {
+        let mut counts = Self::default();
+        for split in splits {
+            match split {
+                crate::Split::Train => counts.train += 1,
+                crate::Split::Test => counts.test += 1,
+            }
+        }
+        counts
+    }
+
+    /// The number of tasks in `split`.
+    pub fn get(&self, split: crate::Split) -> u64 {
+        match split {
+            crate::Split::Train => self.train,
+            crate::Split::Test => self.test,
+        }
+    }
 }
 
 impl EnvSpec {
@@ -127,6 +164,7 @@ impl EnvSpec {
             reward_range: (0.0, 1.0),
             max_episode_steps: None,
             response: None,
+            tasks: None,
         }
     }
 
@@ -157,6 +195,12 @@ impl EnvSpec {
     /// Declares the schema of a final response (see [`EnvSpec::response`]).
     pub fn with_response(mut self, schema: Schema) -> Self {
         self.response = Some(schema);
+        self
+    }
+
+    /// Declares the sizes of a fixed task list (see [`EnvSpec::tasks`]).
+    pub fn with_tasks(mut self, counts: TaskCounts) -> Self {
+        self.tasks = Some(counts);
         self
     }
 

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use burn::tensor::backend::Backend as BurnBackend;
-use sandgym::env_api::{ResetOptions, Split};
+use sandgym::env_api::Split;
 use sandgym::policy::{DeviceKind, pretrained};
 use sandgym::trainer::{
-    Algo, EvalReport, RolloutEngine, RolloutSettings, evaluate, policy_dir, read_run_config,
-    rollout_settings,
+    Algo, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate, policy_dir,
+    read_run_config, rollout_settings,
 };
 use sandgym::training::{baseline_episodes, baseline_report, env_batch, preset};
 use sandgym::{Backend, EnvTarget};
@@ -39,9 +39,10 @@ pub struct Args {
     /// The task split.
     #[arg(long, default_value = "test")]
     split: Split,
-    /// Episodes (seeds 0..N).
-    #[arg(long, default_value_t = 200)]
-    episodes: usize,
+    /// Episodes. Default: every task of the split exactly once, for an env with a fixed task
+    /// list (a smaller N plays N different tasks, a fixed sample); 200 seeds otherwise.
+    #[arg(long)]
+    episodes: Option<usize>,
     /// Print one JSON object `{"policy": {…}, "baseline": {…}}`.
     #[arg(long)]
     json: bool,
@@ -127,13 +128,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Evaluates the policy in `dir` (a checkpoint, or a pretrained model's name or path; greedy)
-/// and the scripted baseline on seeds `0..episodes`. A pretrained model's context length
+/// and the scripted baseline on the same episodes ([`eval_plan`]: every task of the split
+/// once by default, for an env with a fixed task list). A pretrained model's context length
 /// replaces the rollout's context budget.
 pub fn compare<B: BurnBackend>(
     dir: &Path,
     env: &EnvTarget,
     split: Split,
-    episodes: usize,
+    episodes: Option<usize>,
     settings: &RolloutSettings,
     wasm: bool,
     device: &B::Device,
@@ -146,10 +148,9 @@ pub fn compare<B: BurnBackend>(
     }
     let settings = &settings;
     let backend = if wasm { Backend::Wasm } else { Backend::Native };
-    let envs = env_batch(env, backend, episodes.clamp(1, 64))?;
+    let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
+    let envs = env_batch(env, backend, seeds.len().clamp(1, 64))?;
     let mut engine = RolloutEngine::new(envs, 2, tokenizer, *settings)?;
-    let seeds: Vec<u64> = (0..episodes as u64).collect();
-    let options = ResetOptions::split(split);
     let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
     let baseline = match sandgym::agents::baseline(&env.id()?) {
         Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
@@ -162,20 +163,24 @@ pub fn compare<B: BurnBackend>(
     })
 }
 
+/// Episodes of an evaluation of an env without a fixed task list, unless asked otherwise.
+pub const DEFAULT_EPISODES: usize = 200;
+
 /// Prints a comparison as a small table.
 pub fn print(c: &Comparison, env: &str, split: Split) {
     println!(
-        "{env}, {split:?} split, {} episodes (same seeds)",
+        "{env}, {split:?} split, {} episodes (the same for both)",
         c.policy.episodes
     );
-    println!("            success  mean reward  turns  env errors  out of context");
+    println!("            success  95% interval   mean reward  turns  env errors  out of context");
     let rows = [
         ("policy", Some(&c.policy)),
         ("baseline", c.baseline.as_ref()),
     ];
     for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
+        let (lo, hi) = r.success_ci95;
         println!(
-            "{name:<10}  {:>7.3}  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
+            "{name:<10}  {:>7.3}  [{lo:.3}, {hi:.3}]  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
             r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
         );
     }

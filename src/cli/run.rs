@@ -43,6 +43,10 @@ pub struct Args {
     /// Number of episodes.
     #[arg(long, default_value_t = 10)]
     episodes: u64,
+    /// Play every task of the split exactly once (an env with a fixed task list), instead of
+    /// `--episodes` tasks drawn by seed.
+    #[arg(long, conflicts_with = "episodes")]
+    every_task: bool,
     /// Seed of the first episode; episode i uses seed + i.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -90,7 +94,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (mut total_reward, mut successes, mut steps, mut failures) = (0.0, 0u64, 0u64, 0u64);
     let mut env_time = Duration::ZERO;
     let start = Instant::now();
-    for episode in 0..args.episodes {
+    let (episodes, options) = if args.every_task {
+        let n = env
+            .spec()
+            .tasks
+            .map(|t| t.get(args.split))
+            .with_context(|| format!("{id} has no fixed task list to play once each"))?;
+        (n, ResetOptions::split(args.split).cycling())
+    } else {
+        (args.episodes, ResetOptions::split(args.split))
+    };
+    for episode in 0..episodes {
         let mut agent = match args.agent {
             AgentKind::Baseline => agents::baseline(&id).with_context(|| {
                 format!("{id} has no scripted baseline (`--agent random` works for any env)")
@@ -100,7 +114,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 args.seed.wrapping_add(episode),
             )),
         };
-        let options = ResetOptions::split(args.split);
         let t = Instant::now();
         let mut obs = env.reset(args.seed + episode, &options)?;
         env_time += t.elapsed();
@@ -140,14 +153,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(out) = out.as_mut() {
         out.flush()?;
     }
-    let n = args.episodes.max(1) as f64;
+    let n = episodes.max(1) as f64;
     let summary = json!({
         "env": id,
         "backend": if args.native { "native" } else { "wasm" },
         "split": args.split,
-        "episodes": args.episodes,
+        "episodes": episodes,
         "mean_reward": total_reward / n,
         "success_rate": successes as f64 / n,
+        "success_ci95": sandgym::trainer::wilson_interval(successes as usize, episodes as usize),
         "steps": steps,
         "mean_steps": steps as f64 / n,
         "failed_episodes": failures,
@@ -161,7 +175,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             "{id} ({}, {:?} split): {} episodes, mean reward {:.3}, success rate {:.3}, {:.1} steps/episode, {:.0} env steps/s",
             summary["backend"].as_str().unwrap_or_default(),
             args.split,
-            args.episodes,
+            episodes,
             summary["mean_reward"].as_f64().unwrap_or_default(),
             summary["success_rate"].as_f64().unwrap_or_default(),
             summary["mean_steps"].as_f64().unwrap_or_default(),

@@ -66,9 +66,10 @@ pub struct Args {
     /// Seed of tasks, sampling and initial weights (overrides the preset and `--config`).
     #[arg(long)]
     seed: Option<u64>,
-    /// Test-split episodes of the closing evaluation (0 skips it).
-    #[arg(long, default_value_t = 100)]
-    eval_episodes: usize,
+    /// Test-split episodes of the closing evaluation (0 skips it). Default: every test task
+    /// once, for an env with a fixed task list; 200 seeds otherwise.
+    #[arg(long)]
+    eval_episodes: Option<usize>,
     /// Where episodes come from: `env` (the env's rollout engine) or `proxy` (the env's
     /// harness run against the policy server through the recording proxy; its traces are
     /// the training data). The proxy source runs the policy on the CPU.
@@ -388,7 +389,7 @@ fn finish<B: AutodiffBackend>(
             out.join("plots").display()
         );
     }
-    if args.eval_episodes > 0 {
+    if args.eval_episodes != Some(0) {
         let run = read_run_config(&out)?;
         let target = crate::cli::eval::run_target(&run.run)?;
         let report = crate::cli::eval::compare::<B::InnerBackend>(

@@ -1,7 +1,7 @@
 //! Evaluation: a policy's success rate and mean reward on fixed seeds.
 
 use burn::tensor::backend::Backend;
-use sandgym_env_api::ResetOptions;
+use sandgym_env_api::{ResetOptions, Split, SplitMix64, TaskCounts};
 use sandgym_policy::PolicyModel;
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +15,9 @@ pub struct EvalReport {
     pub episodes: usize,
     /// Fraction that succeeded.
     pub success_rate: f64,
+    /// The 95% confidence interval of the success rate (Wilson score interval).
+    #[serde(default)]
+    pub success_ci95: (f64, f64),
     /// Mean total reward.
     pub mean_reward: f64,
     /// Mean agent turns.
@@ -34,9 +37,11 @@ impl EvalReport {
     /// The report of a set of finished episodes.
     pub fn from_episodes(episodes: &[Episode]) -> Self {
         let n = episodes.len().max(1) as f64;
+        let successes = episodes.iter().filter(|e| e.success).count();
         Self {
             episodes: episodes.len(),
-            success_rate: episodes.iter().filter(|e| e.success).count() as f64 / n,
+            success_rate: successes as f64 / n,
+            success_ci95: wilson_interval(successes, episodes.len()),
             mean_reward: episodes.iter().map(Episode::total_reward).sum::<f64>() / n,
             mean_turns: episodes.iter().map(|e| e.turns.len()).sum::<usize>() as f64 / n,
             env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
@@ -47,6 +52,76 @@ impl EvalReport {
                 .count(),
         }
     }
+}
+
+/// The 95% Wilson score interval of a success rate of `successes` out of `n` (the whole
+/// `[0, 1]` for `n = 0`). Unlike the normal approximation it stays inside `[0, 1]` and is
+/// honest at rates near 0 or 1 and for small `n`.
+///
+/// The reference is R's `prop.test(43, 100, correct = FALSE)$conf.int`: 0.3373330, 0.5278461.
+///
+/// ```
+/// let (lo, hi) = sandgym_trainer::wilson_interval(43, 100);
+/// assert!((lo - 0.3373330).abs() < 1e-6 && (hi - 0.5278461).abs() < 1e-6);
+/// assert_eq!(sandgym_trainer::wilson_interval(0, 0), (0.0, 1.0));
+/// ```
+pub fn wilson_interval(successes: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    const Z: f64 = 1.959_963_984_540_054;
+    let (n, p) = (n as f64, successes as f64 / n as f64);
+    let z2 = Z * Z;
+    let denominator = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denominator;
+    let half = Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// The episodes of an evaluation on `split`: seeds and reset options. For an env with a fixed
+/// task list ([`EnvSpec::tasks`](sandgym_env_api::EnvSpec::tasks)) every episode plays a
+/// different task, taken by position ([`ResetOptions::cycle`]): all of the split's tasks once
+/// when `episodes` is `None` or at least their number, else a fixed sample of `episodes` of
+/// them drawn without replacement. For an env that generates episodes from the seed, seeds
+/// `0..episodes` (`default` when `None`).
+///
+/// ```
+/// use sandgym_env_api::{Split, TaskCounts};
+/// let tasks = Some(TaskCounts { train: 5, test: 3 });
+/// let (seeds, options) = sandgym_trainer::eval_plan(tasks, Split::Test, None, 200);
+/// assert_eq!((seeds, options.cycle), (vec![0, 1, 2], true));
+/// let (seeds, _) = sandgym_trainer::eval_plan(tasks, Split::Train, Some(3), 200);
+/// assert_eq!(seeds.len(), 3);
+/// assert!(seeds.iter().all(|&s| s < 5));
+/// let (seeds, options) = sandgym_trainer::eval_plan(None, Split::Test, None, 4);
+/// assert_eq!((seeds, options.cycle), (vec![0, 1, 2, 3], false));
+/// ```
+pub fn eval_plan(
+    tasks: Option<TaskCounts>,
+    split: Split,
+    episodes: Option<usize>,
+    default: usize,
+) -> (Vec<u64>, ResetOptions) {
+    let options = ResetOptions::split(split);
+    let n = match tasks.map(|t| t.get(split)) {
+        Some(n) if n > 0 => n,
+        _ => {
+            let episodes = episodes.unwrap_or(default) as u64;
+            return ((0..episodes).collect(), options);
+        }
+    };
+    let mut seeds: Vec<u64> = (0..n).collect();
+    if let Some(k) = episodes.filter(|&k| (k as u64) < n) {
+        // A partial Fisher-Yates shuffle with a fixed seed: the same sample every time.
+        let mut rng = SplitMix64::new(0x5A3D_1E5E);
+        for i in 0..k {
+            let j = i + rng.below(n - i as u64) as usize;
+            seeds.swap(i, j);
+        }
+        seeds.truncate(k);
+        seeds.sort_unstable();
+    }
+    (seeds, options.cycling())
 }
 
 /// Plays one episode per seed with `model` (greedy decoding when `temperature` is 0), in

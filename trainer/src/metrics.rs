@@ -89,6 +89,9 @@ pub struct EvalPoint {
     pub episodes: usize,
     /// Fraction that succeeded.
     pub success_rate: f64,
+    /// Its 95% confidence interval (Wilson score).
+    #[serde(default)]
+    pub success_ci95: (f64, f64),
     /// Mean total reward.
     pub mean_reward: f64,
 }

@@ -223,6 +223,11 @@ impl RolloutEngine {
         &self.tools
     }
 
+    /// The env's spec.
+    pub fn spec(&self) -> &sandgym_env_api::EnvSpec {
+        &self.spec
+    }
+
     /// Plays one episode per `(group, seed)` job (at most [`capacity`](Self::capacity)) with
     /// `model`, sampling at `temperature` (0: greedy) from `sample_seed`.
     pub fn run<B: Backend>(

@@ -450,14 +450,19 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// `eval_split`): greedy, on seeds `0..eval_episodes`; appends the result to `eval.jsonl`.
     pub fn evaluate(&mut self) -> Result<EvalPoint> {
         let c = &self.config;
-        let seeds: Vec<u64> = (0..c.eval_episodes as u64).collect();
+        let (seeds, options) = crate::eval::eval_plan(
+            self.engine.spec().tasks,
+            c.eval_split,
+            Some(c.eval_episodes),
+            c.eval_episodes,
+        );
         let model = self.learner.inference_model();
         let (report, _) = crate::eval::evaluate(
             &mut self.engine,
             &model,
             &self.learner.device,
             &seeds,
-            &ResetOptions::split(c.eval_split),
+            &options,
             0.0,
         )?;
         let point = EvalPoint {
@@ -465,6 +470,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             split: c.eval_split,
             episodes: report.episodes,
             success_rate: report.success_rate,
+            success_ci95: report.success_ci95,
             mean_reward: report.mean_reward,
         };
         self.evals.append(&point)?;

@@ -117,9 +117,12 @@ impl SupportEnv {
 
     /// The env with the given settings.
     pub fn with_config(config: SupportConfig) -> Self {
+        let tasks = tasks::bundled();
         Self {
-            spec: spec(&config.reward),
-            tasks: std::sync::Arc::new(tasks::bundled()),
+            spec: spec(&config.reward).with_tasks(sandgym_env_api::TaskCounts::of(
+                tasks.iter().map(|t| t.split),
+            )),
+            tasks: std::sync::Arc::new(tasks),
             config,
             episode: Episode::default(),
             started: false,

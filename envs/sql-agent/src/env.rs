@@ -176,7 +176,9 @@ impl SqlAgentEnv {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let spec = spec(&tables, &columns, &config.reward);
+        let spec = spec(&tables, &columns, &config.reward).with_tasks(
+            sandgym_env_api::TaskCounts::of(tasks.tasks.iter().map(|t| t.split)),
+        );
         Ok(Self {
             spec,
             shared: Arc::new(Shared {
