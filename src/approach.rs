@@ -25,6 +25,22 @@ use crate::policy::{ActionLimits, Cpu, PolicyModel, Tokenizer};
 use crate::service::EnvTools;
 use crate::{Backend, make_env};
 
+/// The code the environment refactor wrote to integrate a bundled env: the non-blank,
+/// non-comment lines of its `env.rs` (the `Env` implementation; the tasks, engine and
+/// baseline are the harness's own logic, moved).
+pub fn integration_lines(env: &str) -> usize {
+    let source = if env.starts_with("sql-agent") {
+        include_str!("../envs/sql-agent/src/env.rs")
+    } else {
+        include_str!("../envs/customer-service/src/env.rs")
+    };
+    source
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .count()
+}
+
 /// Which harness plays an env.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HarnessKind {

@@ -114,19 +114,6 @@ pub struct Report {
 }
 
 /// Lines of Rust code (not blank, not comments) of the env an agent was refactored into.
-fn env_lines(env: &str) -> usize {
-    let source = if env.starts_with("sql-agent") {
-        include_str!("../../envs/sql-agent/src/env.rs")
-    } else {
-        include_str!("../../envs/customer-service/src/env.rs")
-    };
-    source
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("//"))
-        .count()
-}
-
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let algo: Algo = args.algo.parse()?;
@@ -271,7 +258,7 @@ fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
     let rollout_s: f64 = history.iter().map(|m| m.rollout_s).sum();
     let calls = turns.round() as usize;
     Side {
-        integration_lines: env_lines(env),
+        integration_lines: sandgym::approach::integration_lines(env),
         integration: "the harness rewritten as an Env (its env.rs)".into(),
         model_calls: calls,
         calls_captured_exactly: calls,

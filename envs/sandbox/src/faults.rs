@@ -148,6 +148,10 @@ pub struct FaultConfig {
     pub sleep: bool,
 }
 
+/// The longest injected latency a config may ask for (10 minutes): with `sleep` it is
+/// waited, so a larger value would hold an episode for hours.
+pub const MAX_LATENCY_MS: u64 = 600_000;
+
 impl FaultConfig {
     /// Parses and validates a JSON config.
     pub fn from_json(text: &str) -> Result<Self> {
@@ -181,6 +185,14 @@ impl FaultConfig {
             if rule.latency_ms.0 > rule.latency_ms.1 {
                 return Err(EnvError::InvalidConfig {
                     reason: format!("fault rule {i}: latency_ms range is reversed"),
+                });
+            }
+            if rule.latency_ms.1 > MAX_LATENCY_MS {
+                return Err(EnvError::InvalidConfig {
+                    reason: format!(
+                        "fault rule {i}: latency_ms up to {} is over the limit of {MAX_LATENCY_MS} ms",
+                        rule.latency_ms.1
+                    ),
                 });
             }
         }
@@ -249,7 +261,8 @@ impl<E: Env> FaultInjection<E> {
             let applies = rule.tools.is_empty() || rule.tools.iter().any(|t| t == tool);
             if chosen.is_none() && applies && roll < rule.rate {
                 let (lo, hi) = rule.latency_ms;
-                chosen = Some((rule.kind, lo + extra % (hi - lo + 1)));
+                let span = hi.saturating_sub(lo).saturating_add(1);
+                chosen = Some((rule.kind, lo.saturating_add(extra % span)));
             }
         }
         self.state.rng = rng.next_u64();

@@ -749,7 +749,7 @@ fn intents() -> Vec<Intent> {
     ]
 }
 
-/// The bundled task set: 3 databases, 30 intents, 4 phrasings each. A task is in the test
+/// The bundled task set: 3 databases, 29 intents, 4 phrasings each. A task is in the test
 /// split when it uses the held-out phrasing (the fourth) or a held-out value (every fifth value
 /// of an intent, counting from the third), so the test split holds phrasings and value
 /// combinations never seen in training.

@@ -110,6 +110,16 @@ fn blocking_faults_leave_the_env_unchanged() {
 fn fault_configs_are_validated_and_wrapped_envs_pass_the_checker() {
     assert!(FaultConfig::from_json(r#"{"rules": [{"kind": "timeout", "rate": 2}]}"#).is_err());
     assert!(FaultConfig::from_json(r#"{"rules": [{"kind": "gremlins", "rate": 0.5}]}"#).is_err());
+    // Absurd latencies are refused, not overflowed or slept for hours.
+    let huge = r#"{"sleep": true, "rules": [{"kind": "latency", "rate": 1, "latency_ms": [0, 18446744073709551615]}]}"#;
+    let err = FaultConfig::from_json(huge).unwrap_err();
+    assert!(err.to_string().contains("over the limit"), "{err}");
+    // Built in code, the same range is refused when the env is wrapped.
+    let mut wide = FaultConfig::all(1.0, 3);
+    for rule in &mut wide.rules {
+        rule.latency_ms = (0, u64::MAX);
+    }
+    assert!(FaultInjection::new(GuessNumber::new(), wide).is_err());
     let mut env = FaultInjection::new(GuessNumber::new(), FaultConfig::all(0.02, 9)).unwrap();
     let report = check_env(&mut env);
     assert!(report.is_ok(), "{report}");

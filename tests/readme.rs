@@ -1,0 +1,59 @@
+//! Figures the README states about the bundled envs, computed from the code, so a change to
+//! the task sets or the env sources that makes the README wrong fails here.
+
+use std::collections::BTreeSet;
+
+use sandgym::env_api::Split;
+
+const README: &str = include_str!("../README.md");
+
+fn says(text: &str) {
+    assert!(README.contains(text), "the README should say `{text}`");
+}
+
+#[test]
+fn the_sql_task_set_is_described_as_it_is() {
+    let set = sandgym_env_sql::bundled_tasks();
+    let test = set.split(Split::Test);
+    says(&format!("{} over 3 databases", set.tasks.len()));
+    says(&format!("the test split ({})", test.len()));
+    let intents: BTreeSet<_> = set
+        .tasks
+        .iter()
+        .map(|t| (t.database.clone(), t.intent.clone()))
+        .collect();
+    says(&format!("{} intents × 4 phrasings", intents.len()));
+    let joins = test
+        .iter()
+        .filter(|t| t.gold_sql.contains(" JOIN "))
+        .count();
+    let percent = (100.0 * joins as f64 / test.len() as f64).round();
+    says(&format!(
+        "{percent}% of the test split ({joins} of {}) needs one",
+        test.len()
+    ));
+}
+
+#[test]
+fn the_support_task_set_is_described_as_it_is() {
+    let tasks = sandgym_env_support::bundled_tasks();
+    let test = tasks.iter().filter(|t| t.split == Split::Test).count();
+    let intents: BTreeSet<String> = tasks.iter().map(|t| format!("{:?}", t.intent)).collect();
+    says(&format!(
+        "{} generated from seeds, {} intents",
+        tasks.len(),
+        intents.len()
+    ));
+    says(&format!("the test split ({test})"));
+}
+
+#[test]
+fn the_integration_cost_is_the_envs_source_today() {
+    for (env, name) in [
+        ("sql-agent-v0", "sql-agent"),
+        ("customer-service-v0", "customer-service"),
+    ] {
+        let lines = sandgym::approach::integration_lines(env);
+        says(&format!("`{name}`: {lines} lines"));
+    }
+}
