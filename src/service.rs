@@ -16,7 +16,8 @@ pub struct EnvTools {
     env: BoxEnv,
     definitions: Vec<ToolDef>,
     reward: f64,
-    success: Option<bool>,
+    /// The info of the env's last observation.
+    last_info: Map<String, Value>,
     steps: usize,
 }
 
@@ -56,7 +57,7 @@ impl EnvTools {
                 env,
                 definitions,
                 reward: 0.0,
-                success: None,
+                last_info: Map::new(),
                 steps: 0,
             },
             opening.content,
@@ -68,11 +69,9 @@ impl EnvTools {
         self.reward
     }
 
-    /// Whether the env reported success (its `success` info) or, without one, whether the
-    /// episode terminated with a positive total reward.
+    /// Whether the episode succeeded ([`episode_success`](crate::env_api::episode_success)).
     pub fn success(&self) -> bool {
-        self.success
-            .unwrap_or(self.env.done() == crate::env_api::Done::Terminated && self.reward > 0.0)
+        crate::env_api::episode_success(&self.last_info, self.env.done(), self.reward)
     }
 
     /// Env steps taken.
@@ -84,9 +83,7 @@ impl EnvTools {
         let obs = self.env.step(action)?;
         self.steps += 1;
         self.reward += self.env.reward();
-        if let Some(s) = obs.info.get("success").and_then(Value::as_bool) {
-            self.success = Some(s);
-        }
+        self.last_info = obs.info.clone();
         Ok(obs)
     }
 }

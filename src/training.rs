@@ -100,7 +100,7 @@ pub fn env_batch(target: &EnvTarget, backend: Backend, n: usize) -> env_api::Res
 pub struct BaselineEpisode {
     /// The recorded Agent Template steps.
     pub trajectory: Trajectory,
-    /// The env's `success` info at the end (or, without one, a positive final reward).
+    /// Whether it succeeded ([`env_api::episode_success`]).
     pub success: bool,
     /// The info of the observation the episode reset to.
     pub reset_info: Map<String, serde_json::Value>,
@@ -122,19 +122,16 @@ pub fn baseline_episodes(
             .ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))?;
         let mut obs = env.reset(seed, options)?;
         let reset_info = obs.info.clone();
-        let mut success = false;
         for _ in 0..limit {
             if env.done().is_done() {
                 break;
             }
             obs = env.step(&agent.act(&obs))?;
-            success = match obs.info.get("success") {
-                Some(v) => v.as_bool().unwrap_or(false),
-                None => env.done() == env_api::Done::Terminated && env.reward() > 0.0,
-            };
         }
+        let trajectory = env.take_trajectory();
+        let success = env_api::episode_success(&obs.info, env.done(), trajectory.total_reward());
         out.push(BaselineEpisode {
-            trajectory: env.take_trajectory(),
+            trajectory,
             success,
             reset_info,
         });

@@ -743,11 +743,23 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert_eq!(metrics.lines().count(), 1);
     let store = sandgym::proxy::TraceStore::open(&px.join("traces.db")).unwrap();
     assert!(store.count().unwrap() >= 8);
+    // Resumed, a proxy-source run stays on the proxy source.
+    let resumed = sandgym(&[
+        "train",
+        "--resume",
+        px.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("proxy source"), "{stderr}");
     let bad = sandgym(&["train", "--env", "guess-number-v0", "--source", "proxy"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no harness"));
 
-    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
+    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes (killed
+    // when dropped, so a failing assertion leaves no server behind).
     let spawn = |args: &[&str]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
             .args(args)
@@ -761,7 +773,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
             &mut line,
         )
         .unwrap();
-        (child, line.trim().to_owned())
+        (KillOnDrop(child), line.trim().to_owned())
     };
     let ckpt = out.join("env");
     let (mut server, api) = spawn(&[
@@ -794,9 +806,9 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "{answer}"
     );
     // Killed without warning, the proxy has still kept what it answered.
-    proxy_proc.kill().unwrap();
-    server.kill().unwrap();
-    let _ = (proxy_proc.wait(), server.wait());
+    proxy_proc.0.kill().unwrap();
+    server.0.kill().unwrap();
+    let _ = (proxy_proc.0.wait(), server.0.wait());
     let store = sandgym::proxy::TraceStore::open(&db).unwrap();
     assert_eq!(store.calls("cli").unwrap().len(), 1);
     std::fs::remove_dir_all(&out).unwrap();
@@ -825,4 +837,14 @@ fn bench_proxy_reports_added_latency_and_loses_nothing() {
     }
     assert!(v["requests_per_s"].as_f64().unwrap() > 100.0, "{v}");
     assert_eq!(v["lost_traces"], 0, "{v}");
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -83,6 +83,7 @@ mod checker;
 mod env;
 mod error;
 mod observation;
+mod outcome;
 mod panic;
 mod record;
 mod registry;
@@ -102,6 +103,7 @@ pub use checker::{CheckOptions, CheckReport, Finding, check_env, check_env_with}
 pub use env::{Env, ResetOptions, Split};
 pub use error::{EnvError, ErrorKind, Result};
 pub use observation::{Done, Observation, RESPONSE_SCHEMA};
+pub use outcome::{SUCCESS, episode_success};
 pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,

@@ -285,11 +285,13 @@ impl TraceReader {
                 all.push(Vec::new());
                 continue;
             };
-            let success = reward
-                .info
-                .get("success")
-                .and_then(serde_json::Value::as_bool)
-                .unwrap_or(reward.reward > 0.0);
+            // The harness posts the reward when its episode has ended.
+            let info = reward.info.as_object().cloned().unwrap_or_default();
+            let success = sandgym_env_api::episode_success(
+                &info,
+                sandgym_env_api::Done::Terminated,
+                reward.reward,
+            );
             let (eps, s) = self.episodes(&calls, reward.reward, success, *group, *seed);
             if let Some(short) = eps.iter().find(|e| e.tokens.len() < 2) {
                 return Err(ProxyError::Trace {

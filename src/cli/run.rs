@@ -10,7 +10,7 @@ use anyhow::Context;
 use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
 use sandgym::sandbox::{FaultConfig, FaultInjection};
 use sandgym::{Backend, EnvTarget, agents};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Which agent acts.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -139,11 +139,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        let success = obs
-            .info
-            .get("success")
-            .and_then(Value::as_bool)
-            .unwrap_or(reward > 0.0);
+        let success = sandgym::env_api::episode_success(&obs.info, env.done(), reward);
         successes += u64::from(success);
         total_reward += reward;
         if let Some(out) = out.as_mut() {

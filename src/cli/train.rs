@@ -72,8 +72,9 @@ pub struct Args {
     eval_episodes: Option<usize>,
     /// Where episodes come from: `env` (the env's rollout engine) or `proxy` (the env's
     /// harness run against the policy server through the recording proxy; its traces are
-    /// the training data). The proxy source runs the policy on the CPU.
-    #[arg(long, default_value = "env")]
+    /// the training data). The proxy source runs the policy on the CPU. A resumed run keeps
+    /// the source it was started with.
+    #[arg(long, default_value = "env", conflicts_with = "resume")]
     source: Source,
     /// Harness runs at a time with `--source proxy`.
     #[arg(long, default_value_t = 16)]
@@ -91,7 +92,15 @@ pub enum Source {
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    if args.source == Source::Proxy {
+    // A resumed run keeps the source it was started with.
+    let source = match &args.resume {
+        Some(dir) => match read_run_config(dir)?.run["source"].as_str() {
+            Some("proxy") => Source::Proxy,
+            _ => Source::Env,
+        },
+        None => args.source,
+    };
+    if source == Source::Proxy {
         if args.device != DeviceKind::Cpu {
             anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
         }

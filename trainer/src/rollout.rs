@@ -393,10 +393,11 @@ impl RolloutEngine {
                         ep.trajectory.push(record);
                         ep.done = t.done;
                         if t.done.is_done() {
-                            ep.success = match t.observation.info.get("success") {
-                                Some(v) => v.as_bool().unwrap_or(false),
-                                None => t.done == Done::Terminated && t.reward > 0.0,
-                            };
+                            ep.success = sandgym_env_api::episode_success(
+                                &t.observation.info,
+                                t.done,
+                                ep.total_reward(),
+                            );
                         } else {
                             let text =
                                 cut(&t.observation.content, self.settings.max_observation_chars);

@@ -210,10 +210,17 @@ impl<B: AutodiffBackend> Trainer<B> {
         let engine = Self::engine(&config, envs, &tokenizer)?;
         let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
         let opt_path = ckpt.join("optimizer");
-        let record = NamedMpkFileRecorder::<FullPrecisionSettings>::new()
-            .load(opt_path.clone(), &learner.device)
-            .map_err(|e| run_error(&opt_path, e))?;
-        learner.optim = learner.optim.clone().load_record(record);
+        // burn panics on some malformed records (a record of another model's shapes); keep
+        // that inside this call, as the policy's own load does.
+        let optim = learner.optim.clone();
+        let device = learner.device.clone();
+        learner.optim = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            NamedMpkFileRecorder::<FullPrecisionSettings>::new()
+                .load(opt_path.clone(), &device)
+                .map(|record| optim.load_record(record))
+        }))
+        .map_err(|_| run_error(&opt_path, "the optimizer state does not match the model"))?
+        .map_err(|e| run_error(&opt_path, e))?;
         let log = MetricsLog::new(out.join(METRICS));
         log.truncate_after(state.iter)?;
         let evals = MetricsLog::new(out.join(EVALS));

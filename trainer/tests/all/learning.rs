@@ -309,3 +309,40 @@ fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage(
     assert!(err.to_string().contains("state.json"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// A damaged checkpoint makes `resume` an error naming the file, never a panic.
+#[test]
+fn a_damaged_optimizer_state_is_an_error_on_resume() {
+    let mut c = config(Algo::Grpo, 1);
+    c.tasks_per_iter = 2;
+    c.group_size = 2;
+    let dir = tmp("damaged-optimizer");
+    let mut t = trainer(&dir, c.clone(), initial());
+    t.step().unwrap();
+    drop(t);
+    let opt = dir.join("checkpoint").join("optimizer.mpk");
+    let good = std::fs::read(&opt).unwrap();
+    let damages: [(&str, Vec<u8>); 3] = [
+        ("truncated", good[..good.len() / 2].to_vec()),
+        (
+            "random bytes",
+            (0..good.len()).map(|i| (i * 7 + 3) as u8).collect(),
+        ),
+        ("empty", Vec::new()),
+    ];
+    for (what, bytes) in damages {
+        std::fs::write(&opt, &bytes).unwrap();
+        let envs = crate::guess_envs(c.episodes_per_iter(), MAX);
+        let device = sandgym_policy::select_device();
+        let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Trainer::<CpuTrain>::resume(&dir, envs, ResetOptions::default(), device)
+        }));
+        let err = match resumed {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(_)) => panic!("{what}: a damaged optimizer state loaded"),
+            Err(_) => panic!("{what}: resume panicked"),
+        };
+        assert!(err.contains("optimizer"), "{what}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
