@@ -53,17 +53,9 @@ impl Agent for BinarySearch {
     }
 }
 
-/// The scripted baseline of a bundled env, by id name.
+/// The scripted baseline of a bundled env, by id or name (see [`crate::registry`]).
 pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
-    let name = env
-        .parse::<sandgym_env_api::EnvId>()
-        .map_or(env.to_owned(), |id| id.name);
-    match name.as_str() {
-        "sql-agent" => Some(Box::new(SqlBaseline::default())),
-        "customer-service" => Some(Box::new(SupportBaseline::default())),
-        "guess-number" => Some(Box::new(BinarySearch::default())),
-        _ => None,
-    }
+    crate::registry::bundled(env)?.baseline.map(|make| make())
 }
 
 /// Random valid actions, for any env: each turn the final response or one of the spec's tools,

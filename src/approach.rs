@@ -27,18 +27,16 @@ use crate::{Backend, make_env};
 
 /// The code the environment refactor wrote to integrate a bundled env: the non-blank,
 /// non-comment lines of its `env.rs` (the `Env` implementation; the tasks, engine and
-/// baseline are the harness's own logic, moved).
-pub fn integration_lines(env: &str) -> usize {
-    let source = if env.starts_with("sql-agent") {
-        include_str!("../envs/sql-agent/src/env.rs")
-    } else {
-        include_str!("../envs/customer-service/src/env.rs")
-    };
-    source
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("//"))
-        .count()
+/// baseline are the harness's own logic, moved). `None` for an env without a harness.
+pub fn integration_lines(env: &str) -> Option<usize> {
+    let source = crate::registry::bundled(env)?.source?;
+    Some(
+        source
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .count(),
+    )
 }
 
 /// Which harness plays an env.
@@ -51,16 +49,9 @@ pub enum HarnessKind {
 }
 
 impl HarnessKind {
-    /// The harness of a bundled env id.
+    /// The harness of a bundled env id (see [`crate::registry`]).
     pub fn for_env(env: &str) -> Option<Self> {
-        let name = env
-            .parse::<crate::env_api::EnvId>()
-            .map_or(env.to_owned(), |id| id.name);
-        match name.as_str() {
-            "sql-agent" => Some(Self::Sql),
-            "customer-service" => Some(Self::Support),
-            _ => None,
-        }
+        crate::registry::bundled(env)?.harness
     }
 
     /// Runs the harness on `tools` from `opening`.

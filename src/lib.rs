@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 pub mod agents;
 pub mod approach;
+pub mod registry;
 pub mod service;
 pub mod target;
 pub mod training;
@@ -31,7 +32,7 @@ pub use sandgym_proxy as proxy;
 pub use sandgym_sandbox as sandbox;
 pub use sandgym_trainer as trainer;
 
-use env_api::{BoxEnv, EnvError, EnvId};
+use env_api::{BoxEnv, EnvError};
 use sandgym_guest_artifacts::Guest;
 
 #[cfg(doctest)]
@@ -48,28 +49,17 @@ pub enum Backend {
     Wasm,
 }
 
-/// The bundled envs: id name → guest crate in `envs/guests`.
-const BUNDLED: &[(&str, &str)] = &[
-    ("customer-service", "customer-service"),
-    ("guess-number", "guess-number"),
-    ("sql-agent", "sql-agent"),
-];
-
 /// Registers every env bundled with sandgym in the process-wide registry (native builds), so
 /// that [`env_api::make`] finds them by id. Calling it again is harmless.
 pub fn register_builtin_envs() {
-    env_api::toy::GuessNumber::register();
-    sandgym_env_sql::SqlAgentEnv::register();
-    sandgym_env_support::SupportEnv::register();
+    for bundled in registry::BUNDLED {
+        (bundled.register)();
+    }
 }
 
 /// The embedded WebAssembly guest of a bundled env id (`name-vN` or a bare name).
 pub fn bundled_guest(id: &str) -> Option<Guest> {
-    let name = id.parse::<EnvId>().map_or(id.to_owned(), |id| id.name);
-    BUNDLED
-        .iter()
-        .find(|(env, _)| *env == name)
-        .and_then(|(_, guest)| Guest::find(guest))
+    registry::bundled(id).and_then(|b| Guest::find(b.guest))
 }
 
 /// Builds an env: a registered id natively or in the shared [`sandbox::Sandbox`], or a guest

@@ -22,72 +22,75 @@ use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig
 /// ```
 pub fn preset(env: &str, algo: Algo) -> TrainConfig {
     let mut c = TrainConfig::for_algo(algo);
-    let name = env
-        .parse::<env_api::EnvId>()
-        .map_or(env.to_owned(), |id| id.name);
-    match name.as_str() {
-        "sql-agent" => {
-            // One turn: the policy answers with a query. (The baseline first runs its query
-            // to check it; its SFT data keeps only the answer.)
-            c.max_turns = 1;
-            c.max_new_tokens = 80;
-            c.max_context = 400;
-            c.response_chars = 240;
-            c.iters = 16;
-            c.tasks_per_iter = 32;
-            c.group_size = if algo.is_group() { 8 } else { 1 };
-            if !algo.is_group() {
-                c.tasks_per_iter = 64;
-            }
-            // One full-batch step per iteration over many questions, anchored to the SFT
-            // policy: an update for fewer questions (or several noisy minibatch steps, or a
-            // larger rate) disturbs the others in a model this small and the greedy test
-            // success falls instead of rising.
-            c.lr = 1e-3;
-            c.minibatch = 256;
-            c.kl = KlConfig {
-                coef: 0.05,
-                estimator: KlEstimator::K3,
-                mode: KlMode::Loss,
-            };
-            c.eval_every = 4;
-            c.eval_episodes = 100;
-            c.sft = SftConfig {
-                episodes: 640,
-                epochs: 8,
-                minibatch: 32,
-                lr: 3e-3,
-                final_turn_only: true,
-                successful_only: true,
-                constrained: true,
-            };
-        }
-        "customer-service" => {
-            c.max_turns = 10;
-            c.max_new_tokens = 64;
-            c.max_context = 1400;
-            c.max_observation_chars = 300;
-            c.response_chars = 200;
-            c.iters = 20;
-            c.sft = SftConfig {
-                episodes: 240,
-                epochs: 3,
-                minibatch: 8,
-                lr: 2e-3,
-                final_turn_only: false,
-                successful_only: true,
-                constrained: true,
-            };
-        }
-        "guess-number" => {
-            c.max_turns = 8;
-            c.max_new_tokens = 48;
-            c.max_context = 700;
-            c.response_chars = 16;
-        }
-        _ => {}
+    if let Some(bundled) = crate::registry::bundled(env) {
+        (bundled.preset)(&mut c, algo);
     }
     c
+}
+
+/// The SQL agent's preset: one turn, sized to train on a 2-core CPU.
+pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
+    // One turn: the policy answers with a query. (The baseline first runs its query
+    // to check it; its SFT data keeps only the answer.)
+    c.max_turns = 1;
+    c.max_new_tokens = 80;
+    c.max_context = 400;
+    c.response_chars = 240;
+    c.iters = 16;
+    c.tasks_per_iter = 32;
+    c.group_size = if algo.is_group() { 8 } else { 1 };
+    if !algo.is_group() {
+        c.tasks_per_iter = 64;
+    }
+    // One full-batch step per iteration over many questions, anchored to the SFT
+    // policy: an update for fewer questions (or several noisy minibatch steps, or a
+    // larger rate) disturbs the others in a model this small and the greedy test
+    // success falls instead of rising.
+    c.lr = 1e-3;
+    c.minibatch = 256;
+    c.kl = KlConfig {
+        coef: 0.05,
+        estimator: KlEstimator::K3,
+        mode: KlMode::Loss,
+    };
+    c.eval_every = 4;
+    c.eval_episodes = 100;
+    c.sft = SftConfig {
+        episodes: 640,
+        epochs: 8,
+        minibatch: 32,
+        lr: 3e-3,
+        final_turn_only: true,
+        successful_only: true,
+        constrained: true,
+    };
+}
+
+/// The customer-service preset: long multi-turn episodes.
+pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
+    c.max_turns = 10;
+    c.max_new_tokens = 64;
+    c.max_context = 1400;
+    c.max_observation_chars = 300;
+    c.response_chars = 200;
+    c.iters = 20;
+    c.sft = SftConfig {
+        episodes: 240,
+        epochs: 3,
+        minibatch: 8,
+        lr: 2e-3,
+        final_turn_only: false,
+        successful_only: true,
+        constrained: true,
+    };
+}
+
+/// The guess-number preset: a few short turns.
+pub fn guess_number_preset(c: &mut TrainConfig, _algo: Algo) {
+    c.max_turns = 8;
+    c.max_new_tokens = 48;
+    c.max_context = 700;
+    c.response_chars = 16;
 }
 
 /// `n` fresh envs of `target`.

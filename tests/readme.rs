@@ -53,7 +53,7 @@ fn the_integration_cost_is_the_envs_source_today() {
         ("sql-agent-v0", "sql-agent"),
         ("customer-service-v0", "customer-service"),
     ] {
-        let lines = sandgym::approach::integration_lines(env);
+        let lines = sandgym::approach::integration_lines(env).unwrap();
         says(&format!("`{name}`: {lines} lines"));
     }
 }

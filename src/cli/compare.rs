@@ -258,7 +258,7 @@ fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
     let rollout_s: f64 = history.iter().map(|m| m.rollout_s).sum();
     let calls = turns.round() as usize;
     Side {
-        integration_lines: sandgym::approach::integration_lines(env),
+        integration_lines: sandgym::approach::integration_lines(env).unwrap_or(0),
         integration: "the harness rewritten as an Env (its env.rs)".into(),
         model_calls: calls,
         calls_captured_exactly: calls,

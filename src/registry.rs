@@ -1,0 +1,98 @@
+//! The bundled envs, each registered once with everything the CLI knows about it: its native
+//! build, its guest component, its scripted baseline, its training preset, the harness it was
+//! refactored from and its source (the integration cost). Adding an env to the CLI is one
+//! entry here; a user's env needs none (pass its `.wasm` path, see [`crate::EnvTarget`]).
+
+use crate::agents::{Agent, BinarySearch};
+use crate::approach::HarnessKind;
+use crate::env_api::EnvId;
+use crate::trainer::{Algo, TrainConfig};
+use crate::training;
+
+/// Everything the CLI knows about one bundled env.
+#[derive(Clone, Copy, Debug)]
+pub struct Bundled {
+    /// Its name: the id without the version (`sql-agent`).
+    pub name: &'static str,
+    /// The guest crate in `envs/guests` that builds it as a WebAssembly component.
+    pub guest: &'static str,
+    /// Registers its native build in env-api's process-wide registry.
+    pub register: fn(),
+    /// Its scripted baseline (the hand-written harness logic), if it has one.
+    pub baseline: Option<fn() -> Box<dyn Agent>>,
+    /// Shapes the trainer's defaults for an algorithm to its episodes.
+    pub preset: fn(&mut TrainConfig, Algo),
+    /// The harness it was refactored from, for the proxy approach.
+    pub harness: Option<HarnessKind>,
+    /// Its `Env` implementation's source, for the integration cost `compare` reports.
+    pub source: Option<&'static str>,
+}
+
+/// The bundled envs.
+pub const BUNDLED: &[Bundled] = &[
+    Bundled {
+        name: "customer-service",
+        guest: "customer-service",
+        register: sandgym_env_support::SupportEnv::register,
+        baseline: Some(|| Box::new(sandgym_env_support::SupportBaseline::default())),
+        preset: training::customer_service_preset,
+        harness: Some(HarnessKind::Support),
+        source: Some(include_str!("../envs/customer-service/src/env.rs")),
+    },
+    Bundled {
+        name: "guess-number",
+        guest: "guess-number",
+        register: sandgym_env_api::toy::GuessNumber::register,
+        baseline: Some(|| Box::new(BinarySearch::default())),
+        preset: training::guess_number_preset,
+        harness: None,
+        source: None,
+    },
+    Bundled {
+        name: "sql-agent",
+        guest: "sql-agent",
+        register: sandgym_env_sql::SqlAgentEnv::register,
+        baseline: Some(|| Box::new(sandgym_env_sql::SqlBaseline::default())),
+        preset: training::sql_agent_preset,
+        harness: Some(HarnessKind::Sql),
+        source: Some(include_str!("../envs/sql-agent/src/env.rs")),
+    },
+];
+
+/// The bundled env with this id (`sql-agent-v0`) or name (`sql-agent`).
+///
+/// ```
+/// let sql = sandgym::registry::bundled("sql-agent-v0").unwrap();
+/// assert_eq!(sql.name, "sql-agent");
+/// assert!(sandgym::registry::bundled("sql-agnet-v0").is_none());
+/// ```
+pub fn bundled(id: &str) -> Option<&'static Bundled> {
+    let name = id.parse::<EnvId>().map_or(id.to_owned(), |id| id.name);
+    BUNDLED.iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_has_its_guest_and_registers_its_native_build() {
+        crate::register_builtin_envs();
+        for b in BUNDLED {
+            assert!(
+                sandgym_guest_artifacts::Guest::find(b.guest).is_some(),
+                "{}: no guest {}",
+                b.name,
+                b.guest
+            );
+            let id = format!("{}-v0", b.name);
+            assert!(
+                crate::env_api::lookup(&id).is_ok(),
+                "{id} is not registered"
+            );
+            if let Some(source) = b.source {
+                assert!(source.contains("impl Env for"), "{}", b.name);
+            }
+        }
+    }
+}
