@@ -39,6 +39,20 @@ pub fn integration_lines(env: &str) -> Option<usize> {
     )
 }
 
+/// The `q`-quantile of sorted values (nearest rank; 0 for none).
+///
+/// ```
+/// assert_eq!(sandgym::approach::percentile(&[1, 2, 3, 4, 100], 0.5), 3);
+/// assert_eq!(sandgym::approach::percentile(&[], 0.99), 0);
+/// ```
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
 /// Which harness plays an env.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HarnessKind {

@@ -18,6 +18,8 @@ use serde_json::{Map, Value};
 
 pub mod agents;
 pub mod approach;
+pub mod evaluation;
+pub mod progress;
 pub mod registry;
 pub mod service;
 pub mod target;

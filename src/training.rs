@@ -1,7 +1,16 @@
 //! The bundled envs meet the trainer: per-env presets, scripted-baseline data for SFT and
 //! comparison, env batches and the default tokenizer.
 
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
 use serde_json::Map;
+
+use crate::policy::{PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use crate::progress::Progress;
+use sandgym_trainer::{Learner, sft};
 
 use crate::agents;
 use crate::env_api::{self, BoxEnv, Env, RecordTrajectory, ResetOptions, Trajectory};
@@ -91,6 +100,101 @@ pub fn guess_number_preset(c: &mut TrainConfig, _algo: Algo) {
     c.max_new_tokens = 48;
     c.max_context = 700;
     c.response_chars = 16;
+}
+
+/// The settings of a new run: the env's preset, then `--config`, then the flags.
+pub fn settings(
+    env: &str,
+    algo: Algo,
+    file: Option<&Path>,
+    iters: Option<u32>,
+    seed: Option<u64>,
+) -> anyhow::Result<TrainConfig> {
+    let mut c = preset(env, algo);
+    if let Some(path) = file {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        c = c.merge_json(&value)?;
+    }
+    if let Some(n) = iters {
+        c.iters = n;
+    }
+    if let Some(s) = seed {
+        c.seed = s;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+/// A fresh policy for `env` (the model `choice` names), warm-started with SFT on the
+/// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
+pub fn fresh_policy<B: AutodiffBackend>(
+    env: &EnvTarget,
+    config: &TrainConfig,
+    device: &B::Device,
+    sft_dir: Option<&Path>,
+    choice: &ModelChoice,
+) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
+    let (policy_config, model, tokenizer) = initial_policy::<B>(choice, config.seed, device)?;
+    if config.sft.episodes == 0 {
+        return Ok((policy_config, model, tokenizer));
+    }
+    let clock = Instant::now();
+    let examples = baseline_sft_data(env, &config.sft)?;
+    let data = sft_samples(env, &tokenizer, &examples, config)?;
+    eprintln!(
+        "sft: {} baseline episodes ({} longer than the context left out{}{}), {} epochs",
+        data.samples.len(),
+        data.too_long,
+        if config.sft.successful_only {
+            ", failed ones not used"
+        } else {
+            ""
+        },
+        if config.sft.constrained {
+            format!(
+                "; constrained, {} outside the grammar learned unconstrained",
+                data.unconstrained
+            )
+        } else {
+            String::new()
+        },
+        config.sft.epochs
+    );
+    let samples = data.samples;
+    let mut learner = Learner::new(
+        model,
+        policy_config.vocab_size,
+        config.grad_clip,
+        device.clone(),
+    );
+    let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
+    let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
+    let means = sft::train(
+        &mut learner,
+        &samples,
+        &config.sft,
+        config.seed,
+        |epoch, step, loss| {
+            let done = epoch as usize * steps + step + 1;
+            progress.set(done as u64, &format!("loss {loss:.3}"));
+        },
+    );
+    progress.finish();
+    eprintln!(
+        "sft: loss per epoch {:?} in {:.0} s",
+        means
+            .iter()
+            .map(|l| (l * 1000.0).round() / 1000.0)
+            .collect::<Vec<_>>(),
+        clock.elapsed().as_secs_f64()
+    );
+    if let Some(dir) = sft_dir {
+        checkpoint::save(dir, &policy_config, &learner.model, &tokenizer)?;
+    }
+    Ok((policy_config, learner.model, tokenizer))
 }
 
 /// `n` fresh envs of `target`.

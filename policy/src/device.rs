@@ -62,6 +62,28 @@ impl DeviceKind {
     }
 }
 
+/// Work that runs on whichever backend a [`DeviceKind`] selects. Its `run` is generic over the
+/// (training) backend, so the CPU/CUDA choice is written once, in [`DeviceKind::dispatch`];
+/// inference work uses `B::InnerBackend`.
+pub trait OnDevice {
+    /// What the work returns.
+    type Output;
+    /// Runs the work on backend `B` and its default device.
+    fn run<B: burn::tensor::backend::AutodiffBackend>(self, device: B::Device) -> Self::Output;
+}
+
+impl DeviceKind {
+    /// Runs `work` on this device's backend ([`CpuTrain`], or `GpuTrain` with the `cuda`
+    /// feature), after [`check`](Self::check)ing that the device can be used.
+    pub fn dispatch<W: OnDevice>(self, work: W) -> Result<W::Output> {
+        match self.check()? {
+            #[cfg(feature = "cuda")]
+            DeviceKind::Cuda => Ok(work.run::<GpuTrain>(Default::default())),
+            _ => Ok(work.run::<CpuTrain>(Default::default())),
+        }
+    }
+}
+
 impl FromStr for DeviceKind {
     type Err = PolicyError;
 

@@ -33,7 +33,7 @@ pub use cache::{KvCache, LayerCache};
 pub use constraint::{
     ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_for,
 };
-pub use device::{Cpu, CpuTrain, DeviceKind, select_device};
+pub use device::{Cpu, CpuTrain, DeviceKind, OnDevice, select_device};
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, GpuTrain};
 pub use error::{PolicyError, Result};

@@ -17,8 +17,8 @@ use sandgym::training::env_batch;
 use serde::Serialize;
 use serde_json::json;
 
-use super::bench_proxy::percentile;
-use super::train::{fresh_policy, settings};
+use sandgym::approach::percentile;
+use sandgym::training::{fresh_policy, settings};
 
 /// Options of `sandgym compare`.
 #[derive(Debug, clap::Args)]

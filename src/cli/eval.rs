@@ -6,16 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use burn::tensor::backend::Backend as BurnBackend;
+use sandgym::EnvTarget;
 use sandgym::env_api::Split;
-use sandgym::policy::{DeviceKind, pretrained};
-use sandgym::trainer::{
-    Algo, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate, policy_dir,
-    read_run_config, rollout_settings,
-};
-use sandgym::training::{baseline_episodes, baseline_report, env_batch, preset};
-use sandgym::{Backend, EnvTarget};
-use serde::Serialize;
+use sandgym::evaluation::{compare, print, run_target};
+use sandgym::policy::{DeviceKind, OnDevice};
+use sandgym::trainer::{Algo, policy_dir, read_run_config, rollout_settings};
+use sandgym::training::preset;
 
 /// Options of `sandgym eval`.
 #[derive(Debug, clap::Args)]
@@ -57,18 +53,6 @@ pub struct Args {
     trajectories: Option<PathBuf>,
 }
 
-/// The policy's and the baseline's figures on the same seeds.
-#[derive(Clone, Debug, Serialize)]
-pub struct Comparison {
-    /// The trained policy (greedy decoding).
-    pub policy: EvalReport,
-    /// The scripted baseline (`None` for an env without one).
-    pub baseline: Option<EvalReport>,
-    /// The policy's episodes.
-    #[serde(skip)]
-    pub episodes: Vec<sandgym::env_api::Trajectory>,
-}
-
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let split = args.split;
@@ -89,28 +73,37 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         (None, Some(model)) => model.clone(),
         (None, None) => anyhow::bail!("give --checkpoint DIR or --model NAME|PATH"),
     };
-    let dir = Path::new(&spec);
-    let report = match args.device.check()? {
-        #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => compare::<sandgym::policy::Gpu>(
-            dir,
-            &target,
-            split,
-            args.episodes,
-            &settings,
-            !args.native,
-            &Default::default(),
-        )?,
-        _ => compare::<sandgym::policy::Cpu>(
-            dir,
-            &target,
-            split,
-            args.episodes,
-            &settings,
-            !args.native,
-            &Default::default(),
-        )?,
-    };
+    /// The evaluation, on whichever backend `--device` selects.
+    struct Eval<'a> {
+        dir: &'a Path,
+        target: &'a EnvTarget,
+        split: Split,
+        episodes: Option<usize>,
+        settings: &'a sandgym::trainer::RolloutSettings,
+        wasm: bool,
+    }
+    impl OnDevice for Eval<'_> {
+        type Output = anyhow::Result<sandgym::evaluation::Comparison>;
+        fn run<B: burn::tensor::backend::AutodiffBackend>(self, device: B::Device) -> Self::Output {
+            compare::<B::InnerBackend>(
+                self.dir,
+                self.target,
+                self.split,
+                self.episodes,
+                self.settings,
+                self.wasm,
+                &device,
+            )
+        }
+    }
+    let report = args.device.dispatch(Eval {
+        dir: Path::new(&spec),
+        target: &target,
+        split,
+        episodes: args.episodes,
+        settings: &settings,
+        wasm: !args.native,
+    })??;
     if let Some(path) = &args.trajectories {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -125,81 +118,4 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         print(&report, &target.label(), split);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Evaluates the policy in `dir` (a checkpoint, or a pretrained model's name or path; greedy)
-/// and the scripted baseline on the same episodes ([`eval_plan`]: every task of the split
-/// once by default, for an env with a fixed task list). A pretrained model's context length
-/// replaces the rollout's context budget.
-pub fn compare<B: BurnBackend>(
-    dir: &Path,
-    env: &EnvTarget,
-    split: Split,
-    episodes: Option<usize>,
-    settings: &RolloutSettings,
-    wasm: bool,
-    device: &B::Device,
-) -> anyhow::Result<Comparison> {
-    let loaded = pretrained::load::<B>(&dir.display().to_string(), device)?;
-    let (model, tokenizer) = (loaded.model, loaded.tokenizer);
-    let mut settings = *settings;
-    if loaded.info.format != "checkpoint" {
-        settings.max_context = loaded.config.context_length;
-    }
-    let settings = &settings;
-    let backend = if wasm { Backend::Wasm } else { Backend::Native };
-    let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
-    let envs = env_batch(env, backend, seeds.len().clamp(1, 64))?;
-    let mut engine = RolloutEngine::new(envs, 2, tokenizer, *settings)?;
-    let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
-    let baseline = match sandgym::agents::baseline(&env.id()?) {
-        Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
-        None => None,
-    };
-    Ok(Comparison {
-        policy,
-        baseline,
-        episodes: played.into_iter().map(|e| e.trajectory).collect(),
-    })
-}
-
-/// Episodes of an evaluation of an env without a fixed task list, unless asked otherwise.
-pub const DEFAULT_EPISODES: usize = 200;
-
-/// Prints a comparison as a small table.
-pub fn print(c: &Comparison, env: &str, split: Split) {
-    println!(
-        "{env}, {split:?} split, {} episodes (the same for both)",
-        c.policy.episodes
-    );
-    println!("            success  95% interval   mean reward  turns  env errors  out of context");
-    let rows = [
-        ("policy", Some(&c.policy)),
-        ("baseline", c.baseline.as_ref()),
-    ];
-    for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
-        let (lo, hi) = r.success_ci95;
-        println!(
-            "{name:<10}  {:>7.3}  [{lo:.3}, {hi:.3}]  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
-            r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
-        );
-    }
-    if c.policy.prompt_too_long > 0 {
-        println!(
-            "{} episodes played no turn: their first prompt does not fit the model's context",
-            c.policy.prompt_too_long
-        );
-    }
-}
-
-/// The env a run was trained on, with its configuration (`env` and `env_config` in the run's
-/// `config.json`).
-pub fn run_target(run: &serde_json::Value) -> anyhow::Result<EnvTarget> {
-    let env = run["env"].as_str().context("config.json names no env")?;
-    let config = match run.get("env_config") {
-        Some(serde_json::Value::Object(map)) => map.clone(),
-        None | Some(serde_json::Value::Null) => Default::default(),
-        Some(other) => anyhow::bail!("config.json: env_config is not an object: {other}"),
-    };
-    Ok(EnvTarget::with_config(env, config))
 }

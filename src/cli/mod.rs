@@ -1,7 +1,6 @@
 //! One module per subcommand.
 
 pub mod bench;
-pub mod bench_proxy;
 pub mod check;
 pub mod compare;
 pub mod envs;

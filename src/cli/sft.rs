@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Trajectory;
-use sandgym::policy::{DeviceKind, checkpoint};
+use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
 use sandgym::trainer::sft::{self, SftExample};
 use sandgym::trainer::{Algo, Learner, policy_dir};
 
@@ -47,17 +47,20 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    match args.device.check()? {
-        #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => sft_on::<sandgym::policy::GpuTrain>(args, Default::default()),
-        _ => sft_on::<sandgym::policy::CpuTrain>(args, Default::default()),
+    struct Sft<'a>(&'a Args);
+    impl OnDevice for Sft<'_> {
+        type Output = anyhow::Result<ExitCode>;
+        fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
+            sft_on::<B>(self.0, device)
+        }
     }
+    args.device.dispatch(Sft(args))?
 }
 
 fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
     let target = sandgym::EnvTarget::parse(&args.env, args.env_config.as_deref())?;
     let mut config =
-        crate::cli::train::settings(&target.id()?, Algo::Grpo, None, None, Some(args.seed))?;
+        sandgym::training::settings(&target.id()?, Algo::Grpo, None, None, Some(args.seed))?;
     if let Some(n) = args.episodes {
         config.sft.episodes = n;
     }
@@ -66,7 +69,7 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
     }
     if args.data.is_none() && args.init.is_none() {
         // A fresh policy warm-started on the baseline: the same path `train` takes.
-        crate::cli::train::fresh_policy::<B>(
+        sandgym::training::fresh_policy::<B>(
             &target,
             &config,
             &device,

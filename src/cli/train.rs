@@ -1,20 +1,17 @@
 //! `sandgym train`: SFT warm-start (unless `--init`), then RL with progress, checkpoints and
 //! a closing evaluation on the test split next to the scripted baseline.
 
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::{ResetOptions, Split};
-use sandgym::policy::{DeviceKind, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
-use sandgym::trainer::{
-    Algo, IterMetrics, Learner, TrainConfig, Trainer, policy_dir, read_run_config,
-    rollout_settings, sft,
-};
-use sandgym::training::{ModelChoice, env_batch, initial_policy, preset};
+use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
+use sandgym::progress::Progress;
+use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir, read_run_config, rollout_settings};
+use sandgym::training::{ModelChoice, env_batch};
 use sandgym::{Backend, EnvTarget};
 use serde_json::json;
 
@@ -111,11 +108,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         return train_proxy(args);
     }
-    match args.device.check()? {
-        #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => train::<sandgym::policy::GpuTrain>(args, Default::default()),
-        _ => train::<sandgym::policy::CpuTrain>(args, Default::default()),
+    struct Train<'a>(&'a Args);
+    impl OnDevice for Train<'_> {
+        type Output = anyhow::Result<ExitCode>;
+        fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
+            train::<B>(self.0, device)
+        }
     }
+    args.device.dispatch(Train(args))?
 }
 
 fn backend(native: bool) -> Backend {
@@ -126,133 +126,11 @@ fn backend(native: bool) -> Backend {
     }
 }
 
-/// The settings of a new run: the env's preset, then `--config`, then the flags.
-pub(crate) fn settings(
-    env: &str,
-    algo: Algo,
-    file: Option<&Path>,
-    iters: Option<u32>,
-    seed: Option<u64>,
-) -> anyhow::Result<TrainConfig> {
-    let mut c = preset(env, algo);
-    if let Some(path) = file {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
-        c = c.merge_json(&value)?;
-    }
-    if let Some(n) = iters {
-        c.iters = n;
-    }
-    if let Some(s) = seed {
-        c.seed = s;
-    }
-    c.validate()?;
-    Ok(c)
-}
-
-/// A fresh policy for `env` (the model `choice` names), warm-started with SFT on the
-/// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
-pub(crate) fn fresh_policy<B: AutodiffBackend>(
-    env: &EnvTarget,
-    config: &TrainConfig,
-    device: &B::Device,
-    sft_dir: Option<&Path>,
-    choice: &ModelChoice,
-) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
-    let (policy_config, model, tokenizer) = initial_policy::<B>(choice, config.seed, device)?;
-    if config.sft.episodes == 0 {
-        return Ok((policy_config, model, tokenizer));
-    }
-    let clock = Instant::now();
-    let examples = sandgym::training::baseline_sft_data(env, &config.sft)?;
-    let data = sandgym::training::sft_samples(env, &tokenizer, &examples, config)?;
-    eprintln!(
-        "sft: {} baseline episodes ({} longer than the context left out{}{}), {} epochs",
-        data.samples.len(),
-        data.too_long,
-        if config.sft.successful_only {
-            ", failed ones not used"
-        } else {
-            ""
-        },
-        if config.sft.constrained {
-            format!(
-                "; constrained, {} outside the grammar learned unconstrained",
-                data.unconstrained
-            )
-        } else {
-            String::new()
-        },
-        config.sft.epochs
-    );
-    let samples = data.samples;
-    let mut learner = Learner::new(
-        model,
-        policy_config.vocab_size,
-        config.grad_clip,
-        device.clone(),
-    );
-    let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
-    let means = sft::train(
-        &mut learner,
-        &samples,
-        &config.sft,
-        config.seed,
-        |epoch, step, loss| {
-            bar(
-                "sft",
-                epoch as usize * steps + step + 1,
-                steps * config.sft.epochs as usize,
-                &format!("loss {loss:.3}"),
-            );
-        },
-    );
-    end_bar();
-    eprintln!(
-        "sft: loss per epoch {:?} in {:.0} s",
-        means
-            .iter()
-            .map(|l| (l * 1000.0).round() / 1000.0)
-            .collect::<Vec<_>>(),
-        clock.elapsed().as_secs_f64()
-    );
-    if let Some(dir) = sft_dir {
-        checkpoint::save(dir, &policy_config, &learner.model, &tokenizer)?;
-    }
-    Ok((policy_config, learner.model, tokenizer))
-}
-
-fn bar(what: &str, done: usize, total: usize, tail: &str) {
-    let width = 30;
-    let filled = (done * width)
-        .checked_div(total.max(1))
-        .unwrap_or(0)
-        .min(width);
-    let line = format!(
-        "{what} [{}{}] {done}/{total} {tail}",
-        "#".repeat(filled),
-        ".".repeat(width - filled)
-    );
-    if std::io::stderr().is_terminal() {
-        eprint!("\r{line}\x1b[K");
-    } else if done == total || done.is_multiple_of((total / 10).max(1)) {
-        eprintln!("{line}");
-    }
-}
-
-fn end_bar() {
-    if std::io::stderr().is_terminal() {
-        eprintln!();
-    }
-}
-
 /// The run `args` ask for: resumed, or new from `--init` or a fresh SFT warm-start.
 fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<Trainer<B>> {
     let trainer = if let Some(dir) = &args.resume {
         let run = read_run_config(dir)?;
-        let target = crate::cli::eval::run_target(&run.run)?;
+        let target = sandgym::evaluation::run_target(&run.run)?;
         let native = run.run["backend"].as_str() == Some("native");
         let envs = env_batch(&target, backend(native), run.train.episodes_per_iter())?;
         let t = Trainer::<B>::resume(dir, envs, ResetOptions::split(Split::Train), device)?;
@@ -271,7 +149,8 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         );
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
-        let mut config = settings(&id, algo, args.config.as_deref(), args.iters, args.seed)?;
+        let mut config =
+            sandgym::training::settings(&id, algo, args.config.as_deref(), args.iters, args.seed)?;
         let out = args
             .out
             .clone()
@@ -283,7 +162,13 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
                     model: args.model.clone(),
                     lora_rank: args.lora_rank,
                 };
-                fresh_policy::<B>(&target, &config, &device, Some(&out.join("sft")), &choice)?
+                sandgym::training::fresh_policy::<B>(
+                    &target,
+                    &config,
+                    &device,
+                    Some(&out.join("sft")),
+                    &choice,
+                )?
             }
         };
         config.max_context = config.max_context.min(policy_config.context_length);
@@ -315,21 +200,19 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
 fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut trainer = build::<B>(args, device)?;
-    let total = trainer.config().iters as usize;
+    let bar = Progress::new("train", u64::from(trainer.config().iters));
     let mut history: Vec<IterMetrics> = Vec::new();
     trainer.run(|m| {
-        progress(m, total);
+        progress(&bar, m);
         history.push(m.clone());
     })?;
-    end_bar();
+    bar.finish();
     finish(args, trainer, &history, started)
 }
 
-fn progress(m: &IterMetrics, total: usize) {
-    bar(
-        "train",
-        m.iter as usize,
-        total,
+fn progress(bar: &Progress, m: &IterMetrics) {
+    bar.set(
+        u64::from(m.iter),
         &format!(
             "reward {:.3} success {:.2} entropy {:.3} kl {:.4} {:.1}+{:.1} s",
             m.reward_mean, m.success_rate, m.entropy, m.ppo_kl, m.rollout_s, m.update_s
@@ -360,15 +243,15 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
         approach.proxy().addr(),
         approach.db().display()
     );
-    let total = c.iters as usize;
+    let bar = Progress::new("train", u64::from(c.iters));
     let mut history: Vec<IterMetrics> = Vec::new();
     while !trainer.finished() {
         let it = approach.iteration(&mut trainer)?;
-        progress(&it.metrics, total);
+        progress(&bar, &it.metrics);
         history.push(it.metrics);
     }
     sandgym::trainer::write_plots(trainer.out())?;
-    end_bar();
+    bar.finish();
     finish(args, trainer, &history, started)
 }
 
@@ -400,8 +283,8 @@ fn finish<B: AutodiffBackend>(
     }
     if args.eval_episodes != Some(0) {
         let run = read_run_config(&out)?;
-        let target = crate::cli::eval::run_target(&run.run)?;
-        let report = crate::cli::eval::compare::<B::InnerBackend>(
+        let target = sandgym::evaluation::run_target(&run.run)?;
+        let report = sandgym::evaluation::compare::<B::InnerBackend>(
             &policy_dir(&out),
             &target,
             Split::Test,
@@ -410,7 +293,7 @@ fn finish<B: AutodiffBackend>(
             run.run["backend"].as_str() != Some("native"),
             &Default::default(),
         )?;
-        crate::cli::eval::print(&report, &target.label(), Split::Test);
+        sandgym::evaluation::print(&report, &target.label(), Split::Test);
     }
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)

@@ -1,5 +1,7 @@
 //! `sandgym bench`: whole-pipeline figures, each against a baseline measured in the same run.
 
+mod proxy;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -55,16 +57,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
-        What::Proxy => {
-            super::bench_proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?
-        }
-        What::Policy => match args.device.check()? {
-            #[cfg(feature = "cuda")]
-            sandgym::policy::DeviceKind::Cuda => {
-                policy::<sandgym::policy::GpuTrain>(args, &Default::default(), "cuda")?
+        What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
+        What::Policy => {
+            struct Policy<'a>(&'a Args);
+            impl sandgym::policy::OnDevice for Policy<'_> {
+                type Output = anyhow::Result<Map<String, Value>>;
+                fn run<B: burn::tensor::backend::AutodiffBackend>(
+                    self,
+                    device: B::Device,
+                ) -> Self::Output {
+                    policy::<B>(self.0, &device, &self.0.device.to_string())
+                }
             }
-            _ => policy::<sandgym::policy::CpuTrain>(args, &Default::default(), "cpu (ndarray)")?,
-        },
+            args.device.dispatch(Policy(args))??
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
@@ -147,8 +153,8 @@ fn envs(budget: Duration) -> anyhow::Result<Map<String, Value>> {
 /// the database once; each episode starts on a copy of it.
 fn real_size_sql(budget: Duration) -> anyhow::Result<Value> {
     let config = json!({
-        "tasks_jsonl": include_str!("../../envs/sql-agent/tests/data/music_tasks.jsonl"),
-        "databases": {"music": include_str!("../../envs/sql-agent/tests/data/music.sql")},
+        "tasks_jsonl": include_str!("../../../envs/sql-agent/tests/data/music_tasks.jsonl"),
+        "databases": {"music": include_str!("../../../envs/sql-agent/tests/data/music.sql")},
     });
     let config = config.as_object().expect("an object");
     let join = Action::tool(

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use sandgym::approach::percentile;
 use sandgym::proxy::http;
 use sandgym::proxy::{Proxy, ProxyConfig, TraceStore};
 use serde_json::{Map, Value, json};
@@ -87,15 +88,6 @@ fn load(
     all.sort_unstable();
     let rps = all.len() as f64 / elapsed;
     Ok((all, rps))
-}
-
-/// The `q`-quantile of sorted `values`.
-pub fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn ms(us: i64) -> Value {
