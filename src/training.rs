@@ -197,6 +197,90 @@ pub fn fresh_policy<B: AutodiffBackend>(
     Ok((policy_config, learner.model, tokenizer))
 }
 
+/// What a new training run starts from and where its episodes run (see [`new_run`]).
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    /// The env to train on.
+    pub target: EnvTarget,
+    /// Natively or in the sandbox.
+    pub backend: Backend,
+    /// The trainer's settings.
+    pub config: TrainConfig,
+    /// The model to start from (tiny by default), warm-started with SFT on the env's scripted
+    /// baseline when it has one and `config.sft.episodes > 0`.
+    pub model: ModelChoice,
+    /// Start from this policy checkpoint instead (a run or policy directory; no SFT).
+    pub init: Option<std::path::PathBuf>,
+    /// More run metadata to record in `config.json` (e.g. the device, the episode source).
+    pub meta: Map<String, serde_json::Value>,
+}
+
+impl RunPlan {
+    /// Training on `target` in the sandbox with `config`, from the tiny model.
+    pub fn new(target: EnvTarget, config: TrainConfig) -> Self {
+        Self {
+            target,
+            backend: Backend::Wasm,
+            config,
+            model: ModelChoice::default(),
+            init: None,
+            meta: Map::new(),
+        }
+    }
+}
+
+/// A new training run in `out`: the one call that turns an env and a config into a
+/// [`Trainer`](sandgym_trainer::Trainer) — the initial policy (a checkpoint, or a fresh or
+/// pretrained model warm-started with SFT, its policy saved under `out/sft`), the context
+/// budget fitted to the model, `config.episodes_per_iter()` envs on the train split and the
+/// run's metadata (`env`, `env_config`, `backend`, `model`, `init`, and `plan.meta`).
+pub fn new_run<B: AutodiffBackend>(
+    out: &Path,
+    plan: RunPlan,
+    device: B::Device,
+) -> anyhow::Result<sandgym_trainer::Trainer<B>> {
+    let RunPlan {
+        target,
+        backend,
+        mut config,
+        model: choice,
+        init,
+        meta,
+    } = plan;
+    anyhow::ensure!(
+        !(backend == Backend::Native && target.is_file()),
+        "{} is a guest component: it runs only in the sandbox",
+        target.env
+    );
+    let (policy_config, model, tokenizer) = match &init {
+        Some(dir) => checkpoint::load::<B>(&sandgym_trainer::policy_dir(dir), &device)?,
+        None => fresh_policy::<B>(&target, &config, &device, Some(&out.join("sft")), &choice)?,
+    };
+    config.max_context = config.max_context.min(policy_config.context_length);
+    let envs = env_batch(&target, backend, config.episodes_per_iter())?;
+    let mut run = serde_json::json!({
+        "env": target.env,
+        "env_config": target.config,
+        "backend": if backend == Backend::Native { "native" } else { "wasm" },
+        "init": init.as_ref().map(|p| p.display().to_string()),
+        "model": choice.model.clone().unwrap_or_else(|| "tiny".into()),
+    });
+    if let serde_json::Value::Object(fields) = &mut run {
+        fields.extend(meta);
+    }
+    Ok(sandgym_trainer::Trainer::<B>::new(
+        out,
+        run,
+        config,
+        policy_config,
+        model,
+        tokenizer,
+        envs,
+        ResetOptions::split(env_api::Split::Train),
+        device,
+    )?)
+}
+
 /// `n` fresh envs of `target`.
 pub fn env_batch(target: &EnvTarget, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
     target.batch(backend, n)

@@ -8,10 +8,10 @@ use std::time::Instant;
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::{ResetOptions, Split};
-use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
+use sandgym::policy::{DeviceKind, OnDevice};
 use sandgym::progress::Progress;
 use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir, read_run_config, rollout_settings};
-use sandgym::training::{ModelChoice, env_batch};
+use sandgym::training::{ModelChoice, RunPlan, env_batch};
 use sandgym::{Backend, EnvTarget};
 use serde_json::json;
 
@@ -143,56 +143,30 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
     } else {
         let env = args.env.clone().expect("clap requires --env");
         let target = EnvTarget::parse(&env, args.env_config.as_deref())?;
-        anyhow::ensure!(
-            !(args.native && target.is_file()),
-            "{env} is a guest component: it runs only in the sandbox (drop --native)"
-        );
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
-        let mut config =
+        let config =
             sandgym::training::settings(&id, algo, args.config.as_deref(), args.iters, args.seed)?;
         let out = args
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("runs/{}-{}", target.label(), algo.name())));
-        let (policy_config, model, tokenizer) = match &args.init {
-            Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
-            None => {
-                let choice = ModelChoice {
-                    model: args.model.clone(),
-                    lora_rank: args.lora_rank,
-                };
-                sandgym::training::fresh_policy::<B>(
-                    &target,
-                    &config,
-                    &device,
-                    Some(&out.join("sft")),
-                    &choice,
-                )?
-            }
+        let mut plan = RunPlan::new(target, config);
+        plan.backend = backend(args.native);
+        plan.model = ModelChoice {
+            model: args.model.clone(),
+            lora_rank: args.lora_rank,
         };
-        config.max_context = config.max_context.min(policy_config.context_length);
-        let envs = env_batch(&target, backend(args.native), config.episodes_per_iter())?;
-        let run = json!({
-            "env": env,
-            "env_config": target.config,
-            "backend": if args.native { "native" } else { "wasm" },
-            "init": args.init.as_ref().map(|p| p.display().to_string()),
-            "model": args.model.clone().unwrap_or_else(|| "tiny".into()),
-            "device": args.device.to_string(),
-            "source": if args.source == Source::Proxy { "proxy" } else { "env" },
-        });
-        Trainer::<B>::new(
-            &out,
-            run,
-            config,
-            policy_config,
-            model,
-            tokenizer,
-            envs,
-            ResetOptions::split(Split::Train),
-            device,
-        )?
+        plan.init = args.init.clone();
+        plan.meta
+            .insert("device".into(), json!(args.device.to_string()));
+        let source = if args.source == Source::Proxy {
+            "proxy"
+        } else {
+            "env"
+        };
+        plan.meta.insert("source".into(), json!(source));
+        sandgym::training::new_run::<B>(&out, plan, device)?
     };
     Ok(trainer)
 }
