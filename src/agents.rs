@@ -1,8 +1,6 @@
 //! Agents that `sandgym run` can drive an env with.
 
-use sandgym_env_api::{
-    Action, EnvSpec, Observation, RESPONSE_SCHEMA, Schema, SplitMix64, ToolSpec,
-};
+use sandgym_env_api::{Action, EnvSpec, Narrowing, Observation, SplitMix64};
 use sandgym_env_sql::SqlBaseline;
 use sandgym_env_support::SupportBaseline;
 use serde_json::json;
@@ -59,9 +57,10 @@ pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
 }
 
 /// Random valid actions, for any env: each turn the final response or one of the spec's tools,
-/// chosen uniformly, with parameters drawn from the tool's schema ([`Schema::example`]); the
-/// response is drawn from the episode's narrowed schema ([`RESPONSE_SCHEMA`]) or the spec's,
-/// else it is empty. The floor a learned agent should clear on an env without a baseline.
+/// chosen uniformly, with parameters drawn from the tool's schema
+/// ([`Schema::example`](sandgym_env_api::Schema::example)) as the episode narrows it
+/// ([`Narrowing`]); the response likewise from the narrowed or the spec's response schema,
+/// else empty. The floor a learned agent should clear on an env without a baseline.
 ///
 /// ```
 /// use sandgym::agents::{Agent, RandomAgent};
@@ -74,9 +73,8 @@ pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RandomAgent {
-    tools: Vec<ToolSpec>,
-    response: Option<Schema>,
-    episode_response: Option<Schema>,
+    spec: EnvSpec,
+    episode: EnvSpec,
     rng: SplitMix64,
 }
 
@@ -84,9 +82,8 @@ impl RandomAgent {
     /// An agent for envs of `spec`, its draws seeded by `seed`.
     pub fn new(spec: &EnvSpec, seed: u64) -> Self {
         Self {
-            tools: spec.tools.clone(),
-            response: spec.response.clone(),
-            episode_response: None,
+            spec: spec.clone(),
+            episode: spec.clone(),
             rng: SplitMix64::new(seed),
         }
     }
@@ -94,15 +91,19 @@ impl RandomAgent {
 
 impl Agent for RandomAgent {
     fn act(&mut self, observation: &Observation) -> Action {
-        if let Some(schema) = observation.info.get(RESPONSE_SCHEMA) {
-            self.episode_response = serde_json::from_value(schema.clone()).ok();
+        // A reset observation that narrows the spec sets this episode's schemas.
+        if let Ok(Some(narrowing)) = Narrowing::from_info(&observation.info) {
+            self.episode = narrowing
+                .apply(&self.spec)
+                .unwrap_or_else(|_| self.spec.clone());
         }
-        let pick = self.rng.below(self.tools.len() as u64 + 1) as usize;
-        match self.tools.get(pick) {
+        let tools = &self.episode.tools;
+        let pick = self.rng.below(tools.len() as u64 + 1) as usize;
+        match tools.get(pick) {
             Some(tool) => Action::tool(tool.name.clone(), tool.parameters.example(&mut self.rng)),
             None => {
-                let schema = self.episode_response.as_ref().or(self.response.as_ref());
-                let text = match schema.map(|s| s.example(&mut self.rng)) {
+                let response = self.episode.response.as_ref();
+                let text = match response.map(|s| s.example(&mut self.rng)) {
                     Some(serde_json::Value::String(s)) => s,
                     Some(other) => other.to_string(),
                     None => String::new(),

@@ -39,8 +39,13 @@ impl EnvTools {
         options: &ResetOptions,
     ) -> crate::env_api::Result<(Self, String)> {
         let opening = env.reset(seed, options)?;
-        let definitions = env
-            .spec()
+        // The tools as this episode narrows them, so a constraining server (the policy
+        // server) decodes the harness's calls under the episode's own schemas.
+        let spec = match crate::env_api::Narrowing::from_info(&opening.info)? {
+            Some(narrowing) => narrowing.apply(env.spec())?,
+            None => env.spec().clone(),
+        };
+        let definitions = spec
             .tools
             .iter()
             .map(|t| ToolDef {

@@ -321,6 +321,22 @@ impl Checker<'_> {
             );
         }
         roundtrip(self.report, "serialization", reset, "the reset observation");
+        // A narrowing must parse, name only the env's tools and admit only what the spec does.
+        match crate::Narrowing::from_info(&reset.info) {
+            Err(e) => self
+                .report
+                .fail_first("narrowing", format!("reset(seed={seed}): {e}")),
+            Ok(Some(narrowing)) => {
+                if !self.report.checks_run.contains(&"narrowing") {
+                    self.report.checks_run.push("narrowing");
+                }
+                for problem in narrowing.check_against(self.env.spec(), 8) {
+                    self.report
+                        .fail_first("narrowing", format!("reset(seed={seed}): {problem}"));
+                }
+            }
+            Ok(None) => {}
+        }
     }
 
     fn after_step(

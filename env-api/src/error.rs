@@ -90,6 +90,13 @@ pub enum EnvError {
         /// What went wrong.
         reason: String,
     },
+    /// An episode's narrowing of the spec ([`Narrowing`](crate::Narrowing)) is not valid: a
+    /// value that is not a schema, or a tool the spec does not have.
+    #[error("invalid per-episode narrowing: {reason}")]
+    InvalidNarrowing {
+        /// What is wrong.
+        reason: String,
+    },
     /// The env panicked; the episode is lost and the env must be reset.
     #[error("the env panicked: {message}")]
     Panicked {

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sandgym_env_api::{
-    Action, AutoReset, BoxEnv, Done, EnvError, EnvSpec, RESPONSE_SCHEMA, ResetOptions, Schema,
-    SplitMix64, StepRecord, ToolSpec, Trajectory, VecEnv,
+    Action, AutoReset, BoxEnv, Done, EnvError, EnvSpec, Narrowing, ResetOptions, SplitMix64,
+    StepRecord, ToolSpec, Trajectory, VecEnv,
 };
 use sandgym_policy::{
     ActionLimits, PolicyModel, Rendered, SampleConfig, Template, Tokenizer, ToolCallGrammar,
@@ -116,9 +116,9 @@ pub struct RolloutStats {
     pub env_time: Duration,
 }
 
-/// The grammar of an episode whose reset observation carries `info`: `default`, or the spec's
-/// tools with the episode's own response schema ([`RESPONSE_SCHEMA`]), compiled once per
-/// distinct schema.
+/// The grammar of an episode whose reset observation carries `info`: `default`, or the spec
+/// as the episode narrows it ([`Narrowing`]: its own response schema, its tools' parameter
+/// schemas), compiled once per distinct narrowing.
 pub(crate) fn episode_grammar(
     cache: &mut HashMap<String, Arc<ToolCallGrammar>>,
     default: &Arc<ToolCallGrammar>,
@@ -127,19 +127,17 @@ pub(crate) fn episode_grammar(
     limits: ActionLimits,
     info: &serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<Arc<ToolCallGrammar>, String> {
-    let Some(value) = info.get(RESPONSE_SCHEMA) else {
+    let Some(narrowing) = Narrowing::from_info(info).map_err(|e| e.to_string())? else {
         return Ok(default.clone());
     };
-    let key = value.to_string();
+    let key = serde_json::Value::Object(narrowing.to_info()).to_string();
     if let Some(g) = cache.get(&key) {
         return Ok(g.clone());
     }
-    let schema: Schema = serde_json::from_value(value.clone())
-        .map_err(|e| format!("the env's {RESPONSE_SCHEMA} is not a schema: {e}"))?;
-    let spec = spec.clone().with_response(schema);
+    let spec = narrowing.apply(spec).map_err(|e| e.to_string())?;
     let g = Arc::new(
         ToolCallGrammar::for_spec(tokenizer, &spec, limits)
-            .map_err(|e| format!("the env's {RESPONSE_SCHEMA} does not compile: {e}"))?,
+            .map_err(|e| format!("the episode's narrowed schemas do not compile: {e}"))?,
     );
     if cache.len() >= 4096 {
         cache.clear();
@@ -155,7 +153,7 @@ pub struct RolloutEngine {
     spec: EnvSpec,
     tools: Vec<ToolSpec>,
     grammar: Arc<ToolCallGrammar>,
-    /// Grammars of per-episode response schemas ([`RESPONSE_SCHEMA`]), by schema text.
+    /// Grammars of per-episode narrowings ([`Narrowing`]), by their info text.
     episode_grammars: HashMap<String, Arc<ToolCallGrammar>>,
     tokenizer: Tokenizer,
     settings: RolloutSettings,

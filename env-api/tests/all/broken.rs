@@ -20,6 +20,12 @@ pub enum Flaw {
     PanicsOnStep,
     /// Changes its state before rejecting an invalid action.
     MutatesOnInvalidAction,
+    /// Narrows its `guess` tool to 1, 2 or 3 and its answer to "pass" (not a flaw).
+    NarrowsWell,
+    /// Narrows a tool it does not have.
+    NarrowsAnUnknownTool,
+    /// "Narrows" `guess` to numbers up to 1,000, beyond the spec's 100.
+    NarrowsWider,
 }
 
 pub struct Broken {
@@ -31,6 +37,26 @@ pub struct Broken {
 }
 
 impl Broken {
+    /// The reset observation with this env's narrowing, if its flaw has one.
+    fn narrowed(&self, obs: Observation) -> Observation {
+        let guess = |max: i64| {
+            Schema::object().property(
+                "number",
+                Schema::integer().with_enum((1..=max).filter(|n| *n <= 3 || *n == max)),
+                true,
+            )
+        };
+        let narrowing = match self.flaw {
+            Flaw::NarrowsWell => Narrowing::default()
+                .tool("guess", guess(3))
+                .response(Schema::string().with_enum(["pass"])),
+            Flaw::NarrowsAnUnknownTool => Narrowing::default().tool("shout", Schema::object()),
+            Flaw::NarrowsWider => Narrowing::default().tool("guess", guess(1000)),
+            _ => return obs,
+        };
+        obs.with_narrowing(&narrowing)
+    }
+
     pub fn new(flaw: Flaw) -> Self {
         Self {
             inner: GuessNumber::new(),
@@ -56,11 +82,15 @@ impl Env for Broken {
         } else {
             seed
         };
-        self.inner.reset(seed, options)
+        let obs = self.inner.reset(seed, options)?;
+        Ok(self.narrowed(obs))
     }
 
     fn observe(&self) -> Observation {
         let mut obs = self.inner.observe();
+        if !self.stepped {
+            obs = self.narrowed(obs);
+        }
         if self.extra > 0 {
             obs.content.push_str(&"!".repeat(self.extra as usize));
         }

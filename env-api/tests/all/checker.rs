@@ -125,3 +125,18 @@ fn a_constant_env_is_warned_about() {
     assert!(r.is_ok(), "{r}");
     assert!(r.flagged("determinism"), "{r}");
 }
+
+#[test]
+fn checks_an_episodes_narrowing_against_the_spec() {
+    let good = check(Flaw::NarrowsWell);
+    assert!(good.is_ok(), "{good}");
+    assert!(good.checks_run.contains(&"narrowing"), "{good}");
+    let unknown = check(Flaw::NarrowsAnUnknownTool);
+    assert!(failed(&unknown, "narrowing"), "{unknown}");
+    assert!(unknown.to_string().contains("shout"), "{unknown}");
+    let wider = check(Flaw::NarrowsWider);
+    assert!(failed(&wider, "narrowing"), "{wider}");
+    assert!(wider.to_string().contains("not the tool's"), "{wider}");
+    // The toy env narrows nothing and has no narrowing check.
+    assert!(!check(Flaw::None).checks_run.contains(&"narrowing"));
+}

@@ -150,3 +150,68 @@ fn a_failing_env_ends_only_its_own_episode() {
         }
     }
 }
+
+/// Guess-number whose episodes narrow `guess` to one number, `seed % 8 + 1`.
+struct Narrowed {
+    inner: GuessNumber,
+    reset: Option<Observation>,
+}
+
+impl Env for Narrowed {
+    fn spec(&self) -> &EnvSpec {
+        self.inner.spec()
+    }
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
+        let only = sandgym_env_api::Schema::integer().with_enum([seed % 8 + 1]);
+        let params = sandgym_env_api::Schema::object().property("number", only, true);
+        let narrowing = sandgym_env_api::Narrowing::default().tool("guess", params);
+        let obs = self.inner.reset(seed, options)?.with_narrowing(&narrowing);
+        self.reset = Some(obs.clone());
+        Ok(obs)
+    }
+    fn observe(&self) -> Observation {
+        self.reset.clone().unwrap_or_else(|| self.inner.observe())
+    }
+    fn step(&mut self, action: &Action) -> Result<Observation> {
+        let obs = self.inner.step(action)?;
+        self.reset = None;
+        Ok(obs)
+    }
+    fn reward(&self) -> f64 {
+        self.inner.reward()
+    }
+    fn done(&self) -> Done {
+        self.inner.done()
+    }
+}
+
+#[test]
+fn an_episodes_narrowed_tool_schema_constrains_its_sampled_calls() {
+    let tok = crate::guess_tokenizer(8);
+    let device = sandgym_policy::select_device();
+    let model = crate::seeded::<Cpu>(&crate::tiny(tok.vocab_size()), 5);
+    let envs: Vec<BoxEnv> = (0..6)
+        .map(|_| {
+            Box::new(Narrowed {
+                inner: GuessNumber::with_max(8),
+                reset: None,
+            }) as BoxEnv
+        })
+        .collect();
+    let mut engine = RolloutEngine::new(envs, 2, tok, settings()).unwrap();
+    let jobs: Vec<(usize, u64)> = (0..6).map(|i| (i, 20 + i as u64)).collect();
+    let (episodes, _) = engine
+        .run(&model, &device, &jobs, &ResetOptions::default(), 1.0, 3)
+        .unwrap();
+    let mut calls = 0;
+    for e in &episodes {
+        assert!(e.error.is_none(), "{:?}", e.error);
+        for record in &e.trajectory.records {
+            if let Some(call) = record.to_action().and_then(|a| a.tool_call().cloned()) {
+                assert_eq!(call.parameters["number"], e.seed % 8 + 1, "seed {}", e.seed);
+                calls += 1;
+            }
+        }
+    }
+    assert!(calls > 0, "no tool call was sampled");
+}

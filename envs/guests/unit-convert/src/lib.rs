@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use sandgym_env_api::{
-    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, RESPONSE_SCHEMA,
-    ResetOptions, Result, Schema, Split, SplitMix64, ToolSpec, begin_step,
+    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Narrowing, Observation, ResetOptions,
+    Result, Schema, Split, SplitMix64, ToolSpec, begin_step,
 };
 
 /// Units by family, each with its size in the family's base unit.
@@ -119,16 +119,21 @@ impl Env for UnitConvert {
             .collect();
         let to = *rng.choose(&same);
         let value = rng.below(self.max_value) + 1;
+        // This episode's narrowing: `factor` between its own two units, a number as answer.
+        let units = || Schema::string().with_enum([UNITS[from].1, UNITS[to].1]);
+        let narrowing = Narrowing::default()
+            .tool(
+                "factor",
+                Schema::object()
+                    .property("from", units(), true)
+                    .property("to", units(), true),
+            )
+            .response(Schema::string().with_pattern("-?[0-9]{1,12}(\\.[0-9]{1,6})?"));
         let last = Observation::new(format!(
             "Convert {value} {} to {}. Answer with the number only.",
             UNITS[from].1, UNITS[to].1
         ))
-        .with_info(
-            RESPONSE_SCHEMA,
-            Schema::string()
-                .with_pattern("-?[0-9]{1,12}(\\.[0-9]{1,6})?")
-                .to_value(),
-        );
+        .with_narrowing(&narrowing);
         self.state = State {
             reset: true,
             value,

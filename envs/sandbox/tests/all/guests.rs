@@ -38,6 +38,7 @@ fn unit_convert() {
     assert_eq!(env.spec().id.to_string(), "unit-convert-v0");
     let report = check_env(&mut env);
     assert!(report.is_ok(), "{report}");
+    assert!(report.checks_run.contains(&"narrowing"), "{report}");
     let task = env.reset(3, &ResetOptions::split(Split::Test)).unwrap();
     // "Convert V A to B. …": ask the tool for the factor, then answer V × factor.
     let words: Vec<&str> = task.content.split_whitespace().collect();
