@@ -10,6 +10,12 @@ use serde_json::json;
 pub trait Agent {
     /// The next action.
     fn act(&mut self, observation: &Observation) -> Action;
+
+    /// Why the agent could not decide its last action (e.g. its model server failed), in
+    /// which case that action is a placeholder and the episode should end as failed.
+    fn failure(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl Agent for SqlBaseline {

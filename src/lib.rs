@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 pub mod agents;
 pub mod approach;
+pub mod chat_agent;
 pub mod evaluation;
 pub mod progress;
 pub mod registry;

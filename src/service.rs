@@ -5,7 +5,7 @@
 //! customer are exactly the envs' own. The harness never sees rewards: the service adds them
 //! up for whoever runs the harness (the comparison posts them to the recording proxy).
 
-use sandgym_harnesses::openai::{FunctionDef, ToolDef};
+use sandgym_harnesses::openai::ToolDef;
 use sandgym_harnesses::{HarnessError, Tools};
 use serde_json::{Map, Value};
 
@@ -45,18 +45,7 @@ impl EnvTools {
             Some(narrowing) => narrowing.apply(env.spec())?,
             None => env.spec().clone(),
         };
-        let definitions = spec
-            .tools
-            .iter()
-            .map(|t| ToolDef {
-                kind: "function".into(),
-                function: FunctionDef {
-                    name: t.name.clone(),
-                    description: Some(t.description.clone()),
-                    parameters: t.parameters.to_value(),
-                },
-            })
-            .collect();
+        let definitions = crate::chat_agent::tool_defs(&spec);
         Ok((
             Self {
                 env,

@@ -530,6 +530,97 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Any chat model plays any env: a checkpoint served in the process (`--agent policy`) and
+/// `sandgym serve-policy` behind its OpenAI-compatible API (`--agent openai`) drive
+/// `sql-agent-v0`; a server that is not there fails the episodes, not the process.
+#[test]
+fn run_drives_an_env_with_a_served_model() {
+    let out = tmp("chat-agent");
+    let sft = sandgym(&[
+        "sft",
+        "--env",
+        "sql-agent-v0",
+        "--out",
+        out.to_str().unwrap(),
+        "--episodes",
+        "16",
+        "--epochs",
+        "1",
+    ]);
+    assert!(
+        sft.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sft.stderr)
+    );
+    let summary = |output: &std::process::Output| -> serde_json::Value {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let local = summary(&sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--agent",
+        "policy",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--episodes",
+        "3",
+        "--json",
+    ]));
+    assert_eq!(local["episodes"], 3, "{local}");
+    assert_eq!(local["failed_episodes"], 0, "{local}");
+    assert!(local["steps"].as_u64().unwrap() >= 3, "{local}");
+
+    let (server, url) = spawn(&[
+        "serve-policy",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--port",
+        "0",
+    ]);
+    let remote = summary(&sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--agent",
+        "openai",
+        "--base-url",
+        &url,
+        "--episodes",
+        "3",
+        "--json",
+    ]));
+    assert_eq!(remote["failed_episodes"], 0, "{remote}");
+    // Greedy decoding: the same model in or out of the process plays the same episodes.
+    assert_eq!(
+        remote["mean_reward"], local["mean_reward"],
+        "{remote} vs {local}"
+    );
+    drop(server);
+
+    let gone = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--agent",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--episodes",
+        "2",
+        "--json",
+    ]);
+    let failed = summary(&gone);
+    assert_eq!(failed["failed_episodes"], 2, "{failed}");
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("the agent failed"));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// The tiny Llama of the policy's test fixtures (a Hugging Face directory).
 fn tiny_llama() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -758,23 +849,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no harness"));
 
-    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes (killed
-    // when dropped, so a failing assertion leaves no server behind).
-    let spawn = |args: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        (KillOnDrop(child), line.trim().to_owned())
-    };
+    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
     let ckpt = out.join("env");
     let (mut server, api) = spawn(&[
         "serve-policy",
@@ -837,6 +912,24 @@ fn bench_proxy_reports_added_latency_and_loses_nothing() {
     }
     assert!(v["requests_per_s"].as_f64().unwrap() > 100.0, "{v}");
     assert_eq!(v["lost_traces"], 0, "{v}");
+}
+
+/// Starts `sandgym ARGS` (a server) and returns it with the first line it prints (its
+/// address); it is killed when dropped, so a failing assertion leaves no server behind.
+fn spawn(args: &[&str]) -> (KillOnDrop, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (KillOnDrop(child), line.trim().to_owned())
 }
 
 /// A child process killed when dropped.

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use sandgym::chat_agent::ChatAgent;
 use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
+use sandgym::harnesses::HarnessConfig;
 use sandgym::sandbox::{FaultConfig, FaultInjection};
 use sandgym::{Backend, EnvTarget, agents};
 use serde_json::json;
@@ -19,6 +21,10 @@ pub enum AgentKind {
     Baseline,
     /// Random valid actions drawn from the env's tool schemas (works for any env).
     Random,
+    /// A model behind an OpenAI-compatible chat-completions API (`--base-url`, `--model`).
+    Openai,
+    /// A policy checkpoint (`--checkpoint`), served in this process and asked like `openai`.
+    Policy,
 }
 
 /// Options of `sandgym run`.
@@ -62,6 +68,61 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// `--agent openai`: the API's base URL (e.g. `http://127.0.0.1:8000/v1`).
+    #[arg(long, required_if_eq("agent", "openai"))]
+    base_url: Option<String>,
+    /// `--agent openai`: the model name sent with each request.
+    #[arg(long, default_value = "sandgym-policy")]
+    model: String,
+    /// `--agent openai`: the API key, if the server wants one (default: `$OPENAI_API_KEY`).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// `--agent policy`: a run directory or policy checkpoint.
+    #[arg(long, required_if_eq("agent", "policy"))]
+    checkpoint: Option<PathBuf>,
+    /// `--agent openai|policy`: sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// `--agent openai|policy`: most tokens per model call.
+    #[arg(long, default_value_t = 256)]
+    max_tokens: u32,
+}
+
+/// Where `--agent openai|policy` sends its requests: the given server, or a policy server
+/// started here for the checkpoint (kept alive while it is held).
+fn chat_server(
+    args: &Args,
+) -> anyhow::Result<Option<(HarnessConfig, Option<sandgym::proxy::PolicyServer>)>> {
+    let (base_url, server) = match args.agent {
+        AgentKind::Openai => (args.base_url.clone().context("give --base-url")?, None),
+        AgentKind::Policy => {
+            let dir = args.checkpoint.as_deref().context("give --checkpoint")?;
+            let (_, model, tokenizer) = sandgym::policy::checkpoint::load::<sandgym::policy::Cpu>(
+                &sandgym::trainer::policy_dir(dir),
+                &Default::default(),
+            )?;
+            let server = sandgym::proxy::PolicyServer::start(
+                model,
+                tokenizer,
+                sandgym::proxy::ServerConfig {
+                    listen: "127.0.0.1:0".into(),
+                    model_name: args.model.clone(),
+                    ..Default::default()
+                },
+            )?;
+            (format!("{}/v1", server.url()), Some(server))
+        }
+        AgentKind::Baseline | AgentKind::Random => return Ok(None),
+    };
+    let mut config = HarnessConfig::new(base_url);
+    config.model = args.model.clone();
+    config.api_key = args
+        .api_key
+        .clone()
+        .or_else(|| std::env::var("OPENAI_API_KEY").ok());
+    config.temperature = args.temperature;
+    config.max_tokens = args.max_tokens;
+    Ok(Some((config, server)))
 }
 
 /// Runs the subcommand.
@@ -104,8 +165,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         (args.episodes, ResetOptions::split(args.split))
     };
+    let chat = chat_server(args)?;
     for episode in 0..episodes {
-        let mut agent = match args.agent {
+        let mut agent: Box<dyn agents::Agent> = match args.agent {
             AgentKind::Baseline => agents::baseline(&id).with_context(|| {
                 format!("{id} has no scripted baseline (`--agent random` works for any env)")
             })?,
@@ -113,6 +175,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 env.spec(),
                 args.seed.wrapping_add(episode),
             )),
+            AgentKind::Openai | AgentKind::Policy => {
+                let (config, _) = chat.as_ref().expect("made above for chat agents");
+                Box::new(ChatAgent::new(config.clone(), env.spec()))
+            }
         };
         let t = Instant::now();
         let mut obs = env.reset(args.seed + episode, &options)?;
@@ -120,6 +186,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let mut reward = 0.0;
         while !env.done().is_done() {
             let action = agent.act(&obs);
+            if let Some(why) = agent.failure() {
+                eprintln!("episode {episode}: the agent failed: {why}");
+                failures += 1;
+                break;
+            }
             let t = Instant::now();
             let result = env.step(&action);
             env_time += t.elapsed();
