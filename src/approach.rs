@@ -293,7 +293,10 @@ impl ProxyApproach {
             success: false,
             env_steps: 0,
         };
-        let started = make_env(&self.env, Backend::Native, &Default::default())
+        // The harness's tools run model-written input (SQL, addresses) through the env: in
+        // the sandbox, so a tool that loops or panics ends this run with an error (counted),
+        // not the process.
+        let started = make_env(&self.env, Backend::Wasm, &Default::default())
             .and_then(|env| EnvTools::start(env, seed, &self.options));
         let (mut tools, opening) = match started {
             Ok(s) => s,

@@ -112,3 +112,24 @@ impl Tools for EnvTools {
         self.env.done().is_done()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool that traps in the sandbox is an error of this harness run, not a crash.
+    #[test]
+    fn a_trapping_tool_is_an_error_of_the_run() {
+        let guest = crate::sandbox::Sandbox::shared()
+            .unwrap()
+            .load(sandgym_guest_artifacts::HOSTILE.wasm)
+            .unwrap();
+        let env = guest.instantiate(&Map::new()).unwrap();
+        let (mut tools, _) = EnvTools::start(Box::new(env), 0, &ResetOptions::default()).unwrap();
+        assert_eq!(tools.call("ping", "{}").unwrap(), "pong 1");
+        let err = tools.call("attack", r#"{"kind": "panic"}"#).unwrap_err();
+        assert!(err.to_string().contains("panicked"), "{err}");
+        assert!(tools.finished());
+        assert!(!tools.success());
+    }
+}
