@@ -114,19 +114,54 @@ fn compiled_guests_are_cached_on_disk() {
     first
         .load(sandgym_guest_artifacts::GUESS_NUMBER.wasm)
         .unwrap();
-    let entries: Vec<_> = std::fs::read_dir(dir.join("wasm")).unwrap().collect();
-    assert_eq!(entries.len(), 1);
-    // A corrupted entry is recompiled, not trusted.
-    let path = entries[0].as_ref().unwrap().path();
-    std::fs::write(&path, b"garbage").unwrap();
-    let second = sandgym_sandbox::Sandbox::new(config).unwrap();
-    let mut env = second
-        .load(sandgym_guest_artifacts::GUESS_NUMBER.wasm)
+    let entries: Vec<_> = std::fs::read_dir(dir.join("wasm"))
         .unwrap()
-        .instantiate(&Default::default())
-        .unwrap();
-    env.reset(1, &Default::default()).unwrap();
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let path = entries[0].clone();
+    let reload = || {
+        let sandbox = sandgym_sandbox::Sandbox::new(config.clone()).unwrap();
+        let mut env = sandbox
+            .load(sandgym_guest_artifacts::GUESS_NUMBER.wasm)
+            .unwrap()
+            .instantiate(&Default::default())
+            .unwrap();
+        env.reset(1, &Default::default()).unwrap();
+    };
+    // A valid entry is used as it is: a new sandbox loads it without rewriting it.
+    let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    reload();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        written
+    );
+    // A corrupted entry is recompiled, not trusted.
+    std::fs::write(&path, b"garbage").unwrap();
+    reload();
     assert!(std::fs::metadata(&path).unwrap().len() > 1000);
+    // So is a planted one: native code changed by someone without the cache's key (here one
+    // byte of the code, the tag left as it was) is never loaded, and is rewritten.
+    let mut planted = std::fs::read(&path).unwrap();
+    let middle = planted.len() / 2;
+    planted[middle] ^= 0x55;
+    std::fs::write(&path, &planted).unwrap();
+    reload();
+    assert_ne!(std::fs::read(&path).unwrap(), planted);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.join("wasm")), 0o700);
+        assert_eq!(mode(&dir.join("wasm/.key")), 0o600);
+        assert_eq!(mode(&path), 0o600);
+        // A directory others may write is made private before it is used.
+        std::fs::set_permissions(dir.join("wasm"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        reload();
+        assert_eq!(mode(&dir.join("wasm")), 0o700);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
