@@ -53,4 +53,51 @@ impl<B: Backend> KvCache<B> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The cache of batch rows `rows`, in that order (a row may repeat).
+    pub fn select(&self, rows: &[usize]) -> Self {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| LayerCache {
+                kv: l.kv.as_ref().map(|(k, v)| {
+                    let idx = Tensor::<B, 1, burn::tensor::Int>::from_data(
+                        burn::tensor::TensorData::new(
+                            rows.iter().map(|&r| r as i64).collect(),
+                            [rows.len()],
+                        ),
+                        &k.device(),
+                    );
+                    (k.clone().select(0, idx.clone()), v.clone().select(0, idx))
+                }),
+            })
+            .collect();
+        Self { layers }
+    }
+
+    /// The keys and values of each layer (`None` for a layer nothing was cached in).
+    pub fn into_layers(self) -> Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>> {
+        self.layers.into_iter().map(|l| l.kv).collect()
+    }
+
+    /// A cache holding these keys and values per layer.
+    pub fn from_layers(layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>) -> Self {
+        Self {
+            layers: layers.into_iter().map(|kv| LayerCache { kv }).collect(),
+        }
+    }
+}
+
+/// The cache of an inference model as constants of its autodiff backend: a training forward
+/// pass continues from it, and no gradient flows into it.
+pub fn constant_cache<B: burn::tensor::backend::AutodiffBackend>(
+    cache: KvCache<B::InnerBackend>,
+) -> KvCache<B> {
+    KvCache::from_layers(
+        cache
+            .into_layers()
+            .into_iter()
+            .map(|kv| kv.map(|(k, v)| (Tensor::from_inner(k), Tensor::from_inner(v))))
+            .collect(),
+    )
 }

@@ -167,6 +167,20 @@ impl ToolCallGrammar {
         Self::compile(tokenizer, lark_grammar_for(spec, limits))
     }
 
+    /// The grammar of another spec's actions (an episode's narrowing of this one, say) over
+    /// the same tokenizer: it shares this grammar's token trie and parser factory, which for
+    /// a 49k-token vocabulary take far longer to build than the grammar itself.
+    pub fn for_spec_like(&self, spec: &EnvSpec, limits: ActionLimits) -> Result<Self> {
+        let me = Self {
+            factory: self.factory.clone(),
+            grammar: TopLevelGrammar::from_lark(lark_grammar_for(spec, limits)),
+            end: self.end,
+            vocab: self.vocab,
+        };
+        me.matcher()?;
+        Ok(me)
+    }
+
     fn compile(tokenizer: &Tokenizer, lark: String) -> Result<Self> {
         let json: Value = serde_json::from_str(tokenizer.to_json()).map_err(constraint)?;
         let words = llguidance::token_bytes_from_tokenizer_json(&json).map_err(constraint)?;
@@ -260,6 +274,15 @@ impl ToolCallMatcher {
             return Vec::new();
         }
         self.matcher.compute_ff_tokens()
+    }
+
+    /// Every token forced next: [`forced`](Self::forced), or the end of the turn once the
+    /// action's JSON has closed (then nothing else is allowed).
+    pub fn forced_next(&mut self) -> Vec<u32> {
+        if !self.finished && self.matcher.is_stopped() {
+            return vec![self.end];
+        }
+        self.forced()
     }
 
     /// Advances by one sampled token.

@@ -24,12 +24,13 @@ mod error;
 mod lora;
 mod loss;
 mod model;
+mod prefill;
 pub mod pretrained;
 mod sample;
 mod template;
 mod tokenizer;
 
-pub use cache::{KvCache, LayerCache};
+pub use cache::{KvCache, LayerCache, constant_cache};
 pub use constraint::{
     ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_for,
 };
@@ -40,6 +41,7 @@ pub use error::{PolicyError, Result};
 pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
+pub use prefill::{Prefill, prefill};
 pub use sample::{
     RowControl, SampleConfig, Sampled, generate, generate_with, masked_log_softmax, replay_masks,
     sequence_logprobs,

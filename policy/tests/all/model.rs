@@ -53,6 +53,58 @@ fn kv_cached_sampling_matches_one_full_forward_pass() {
 }
 
 #[test]
+fn shared_prefixes_are_encoded_once_and_sample_as_if_alone() {
+    // A batch as rollouts make it: one prompt repeated for a group, prompts sharing a long
+    // prefix ("system turn + schema") then differing, one a prefix of another, one alone.
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let system: Vec<u32> = (40..70).collect();
+    let with = |tail: &[u32]| -> Vec<u32> { system.iter().chain(tail).copied().collect() };
+    let prompts: Vec<Vec<u32>> = vec![
+        with(&[1, 2, 3]),
+        with(&[1, 2, 3]),
+        with(&[1, 2, 4, 5, 6, 7]),
+        with(&[9]),
+        with(&[1, 2]),
+        vec![200, 201],
+        vec![8],
+        with(&[1, 2, 3]),
+    ];
+    let prefill = sandgym_policy::prefill(&model, &prompts, &device);
+    let vocab = 300;
+    let got: Vec<f32> = prefill.logits.into_data().to_vec().unwrap();
+    for (r, p) in prompts.iter().enumerate() {
+        let ids: Vec<i64> = p.iter().map(|&t| i64::from(t)).collect();
+        let all = logits(&model, &ids);
+        let want = &all[(ids.len() - 1) * vocab..];
+        for (a, b) in got[r * vocab..(r + 1) * vocab].iter().zip(want) {
+            assert!((a - b).abs() < 1e-4, "row {r}: shared {a} vs alone {b}");
+        }
+        assert_eq!(prefill.next_pos[r], p.len() as i64);
+        assert_eq!(
+            prefill.valid[r].iter().filter(|&&v| v).count(),
+            p.len(),
+            "row {r}"
+        );
+    }
+    // Decoding continues from that cache exactly as from the prompt alone.
+    let mut constraints: Vec<_> = prompts.iter().map(|_| None).collect();
+    let sample = SampleConfig {
+        temperature: 0.9,
+        top_p: 1.0,
+        max_new_tokens: 6,
+        seed: 11,
+    };
+    let out = generate(&model, &prompts, &mut constraints, 10_000, &sample, &device).unwrap();
+    for (prompt, s) in prompts.iter().zip(&out) {
+        let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
+        for (a, b) in s.logprobs.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
+        }
+    }
+}
+
+#[test]
 fn rows_end_at_their_own_budget_or_when_stopped() {
     let device = select_device();
     let model = config(300).init::<Infer>(&device);
