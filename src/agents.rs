@@ -1,7 +1,7 @@
 //! Agents that `sandgym run` can drive an env with.
 
 use sandgym_env_api::{Action, EnvSpec, Narrowing, Observation, SplitMix64};
-use sandgym_env_sql::SqlBaseline;
+use sandgym_env_sql::{SqlBaseline, SqlGold};
 use sandgym_env_support::SupportBaseline;
 use serde_json::json;
 
@@ -21,6 +21,12 @@ pub trait Agent {
 impl Agent for SqlBaseline {
     fn act(&mut self, observation: &Observation) -> Action {
         SqlBaseline::act(self, observation)
+    }
+}
+
+impl Agent for SqlGold {
+    fn act(&mut self, observation: &Observation) -> Action {
+        SqlGold::act(self, observation)
     }
 }
 
@@ -60,6 +66,18 @@ impl Agent for BinarySearch {
 /// The scripted baseline of a bundled env, by id or name (see [`crate::registry`]).
 pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
     crate::registry::bundled(env)?.baseline.map(|make| make())
+}
+
+/// The demonstrator of a bundled env made with `config` (an agent that plays each task's
+/// known solution), if it has one.
+pub fn demonstrator(
+    env: &str,
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Option<Box<dyn Agent>>> {
+    match crate::registry::bundled(env).and_then(|b| b.demonstrator) {
+        Some(make) => Ok(Some(make(config)?)),
+        None => Ok(None),
+    }
 }
 
 /// Random valid actions, for any env: each turn the final response or one of the spec's tools,

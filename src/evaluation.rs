@@ -41,7 +41,7 @@ pub fn compare<B: BurnBackend>(
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
     let loaded = pretrained::load::<B>(&dir.display().to_string(), device)?;
-    let (model, tokenizer) = (loaded.model, loaded.tokenizer);
+    let (model, tokenizer) = (loaded.model.for_inference(), loaded.tokenizer);
     let mut settings = *settings;
     if loaded.info.format != "checkpoint" {
         settings.max_context = loaded.config.context_length;

@@ -20,13 +20,23 @@ pub struct Bundled {
     pub register: fn(),
     /// Its scripted baseline (the hand-written harness logic), if it has one.
     pub baseline: Option<fn() -> Box<dyn Agent>>,
-    /// Shapes the trainer's defaults for an algorithm to its episodes.
+    /// An agent that plays each task's known solution (for the env made with this
+    /// configuration), if the env has them: demonstrations for the SFT warm-start.
+    pub demonstrator: Option<Demonstrator>,
+    /// Shapes the trainer's defaults for an algorithm to its episodes (for the tiny model).
     pub preset: fn(&mut TrainConfig, Algo),
+    /// Shapes them further for a pretrained model, after
+    /// [`pretrained_defaults`](training::pretrained_defaults), if the env needs more.
+    pub pretrained_preset: Option<fn(&mut TrainConfig, Algo)>,
     /// The harness it was refactored from, for the proxy approach.
     pub harness: Option<HarnessKind>,
     /// Its `Env` implementation's source, for the integration cost `compare` reports.
     pub source: Option<&'static str>,
 }
+
+/// Makes the demonstrator of an env configuration.
+pub type Demonstrator =
+    fn(&serde_json::Map<String, serde_json::Value>) -> anyhow::Result<Box<dyn Agent>>;
 
 /// The bundled envs.
 pub const BUNDLED: &[Bundled] = &[
@@ -35,7 +45,9 @@ pub const BUNDLED: &[Bundled] = &[
         guest: "customer-service",
         register: sandgym_env_support::SupportEnv::register,
         baseline: Some(|| Box::new(sandgym_env_support::SupportBaseline::default())),
+        demonstrator: None,
         preset: training::customer_service_preset,
+        pretrained_preset: None,
         harness: Some(HarnessKind::Support),
         source: Some(include_str!("../envs/customer-service/src/env.rs")),
     },
@@ -44,7 +56,9 @@ pub const BUNDLED: &[Bundled] = &[
         guest: "guess-number",
         register: sandgym_env_api::toy::GuessNumber::register,
         baseline: Some(|| Box::new(BinarySearch::default())),
+        demonstrator: None,
         preset: training::guess_number_preset,
+        pretrained_preset: None,
         harness: None,
         source: None,
     },
@@ -53,7 +67,9 @@ pub const BUNDLED: &[Bundled] = &[
         guest: "sql-agent",
         register: sandgym_env_sql::SqlAgentEnv::register,
         baseline: Some(|| Box::new(sandgym_env_sql::SqlBaseline::default())),
+        demonstrator: Some(|config| Ok(Box::new(sandgym_env_sql::SqlGold::from_config(config)?))),
         preset: training::sql_agent_preset,
+        pretrained_preset: Some(training::sql_agent_pretrained_preset),
         harness: Some(HarnessKind::Sql),
         source: Some(include_str!("../envs/sql-agent/src/env.rs")),
     },

@@ -19,22 +19,46 @@ use sandgym_trainer::sft::{SftData, SftExample};
 use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig, TrainConfig};
 
 /// The training defaults for a bundled env: the algorithm's defaults, shaped to the env's
-/// episodes (turns, tokens) and sized so the SQL agent trains on a 2-core CPU in about 15
-/// minutes, warm-started with SFT on the scripted baseline.
+/// episodes (turns, tokens) and sized so the SQL agent trains on a 2-core CPU in about 20
+/// minutes, warm-started with SFT. A pretrained model (`pretrained`) gets the env's
+/// pretrained preset (LoRA-sized steps, the prompt encoded without gradient, micro-batches)
+/// instead of the tiny model's.
 ///
 /// ```
 /// use sandgym::training::preset;
 /// use sandgym_trainer::Algo;
-/// let c = preset("sql-agent-v0", Algo::Grpo);
+/// let c = preset("sql-agent-v0", Algo::Grpo, false);
 /// assert_eq!(c.algo, Algo::Grpo);
 /// assert!(c.sft.episodes > 0);
+/// assert!(preset("sql-agent-v0", Algo::Grpo, true).passes.detach_prompt);
 /// ```
-pub fn preset(env: &str, algo: Algo) -> TrainConfig {
+pub fn preset(env: &str, algo: Algo, pretrained: bool) -> TrainConfig {
     let mut c = TrainConfig::for_algo(algo);
-    if let Some(bundled) = crate::registry::bundled(env) {
+    let bundled = crate::registry::bundled(env);
+    if let Some(bundled) = bundled {
         (bundled.preset)(&mut c, algo);
     }
+    if pretrained {
+        pretrained_defaults(&mut c);
+        if let Some(f) = bundled.and_then(|b| b.pretrained_preset) {
+            f(&mut c, algo);
+        }
+    }
     c
+}
+
+/// What a pretrained model changes in any env's settings: its prompt representation already
+/// reads, so the prompt is encoded once without gradient (shared prefixes once); passes of 8
+/// episodes bound the memory of a 49k-token vocabulary; LoRA-sized learning rates.
+pub fn pretrained_defaults(c: &mut TrainConfig) {
+    c.passes = sandgym_trainer::Passes {
+        micro_batch: 8,
+        detach_prompt: true,
+    };
+    c.lr = 2e-4;
+    c.sft.lr = 5e-4;
+    c.sft.minibatch = 16;
+    c.max_context = c.max_context.max(1024);
 }
 
 /// The SQL agent's preset: one turn, sized to train on a 2-core CPU.
@@ -72,6 +96,31 @@ pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
         final_turn_only: true,
         successful_only: true,
         constrained: true,
+        ..SftConfig::default()
+    };
+}
+
+/// The SQL agent's preset for a pretrained model: SFT on the demonstrator's gold query of
+/// every train task (every intent, joins included), then GRPO over groups of 8 rollouts of
+/// 16 tasks, one optimiser step per iteration.
+pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
+    c.max_new_tokens = 96;
+    c.iters = 8;
+    c.tasks_per_iter = if algo.is_group() { 16 } else { 64 };
+    c.minibatch = 128;
+    c.lr = 2e-4;
+    c.kl.coef = 0.0;
+    c.eval_every = 4;
+    c.eval_episodes = 64;
+    c.sft = SftConfig {
+        episodes: 0,
+        demonstrations: 1000,
+        epochs: 2,
+        minibatch: 16,
+        lr: 5e-4,
+        final_turn_only: true,
+        successful_only: true,
+        constrained: true,
     };
 }
 
@@ -91,6 +140,7 @@ pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
         final_turn_only: false,
         successful_only: true,
         constrained: true,
+        ..SftConfig::default()
     };
 }
 
@@ -102,15 +152,17 @@ pub fn guess_number_preset(c: &mut TrainConfig, _algo: Algo) {
     c.response_chars = 16;
 }
 
-/// The settings of a new run: the env's preset, then `--config`, then the flags.
+/// The settings of a new run: the env's preset for the model, then `--config`, then the
+/// flags.
 pub fn settings(
     env: &str,
     algo: Algo,
+    model: &ModelChoice,
     file: Option<&Path>,
     iters: Option<u32>,
     seed: Option<u64>,
 ) -> anyhow::Result<TrainConfig> {
-    let mut c = preset(env, algo);
+    let mut c = preset(env, algo, model.is_pretrained());
     if let Some(path) = file {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -129,7 +181,8 @@ pub fn settings(
 }
 
 /// A fresh policy for `env` (the model `choice` names), warm-started with SFT on the
-/// scripted baseline's train-split episodes when `config.sft.episodes > 0`.
+/// scripted baseline's and the demonstrator's train-split episodes when `config.sft` asks
+/// for some.
 pub fn fresh_policy<B: AutodiffBackend>(
     env: &EnvTarget,
     config: &TrainConfig,
@@ -138,14 +191,14 @@ pub fn fresh_policy<B: AutodiffBackend>(
     choice: &ModelChoice,
 ) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
     let (policy_config, model, tokenizer) = initial_policy::<B>(choice, config.seed, device)?;
-    if config.sft.episodes == 0 {
+    if config.sft.episodes == 0 && config.sft.demonstrations == 0 {
         return Ok((policy_config, model, tokenizer));
     }
     let clock = Instant::now();
     let examples = baseline_sft_data(env, &config.sft)?;
     let data = sft_samples(env, &tokenizer, &examples, config)?;
     eprintln!(
-        "sft: {} baseline episodes ({} longer than the context left out{}{}), {} epochs",
+        "sft: {} episodes of the baseline and demonstrations ({} longer than the context left out{}{}), {} epochs",
         data.samples.len(),
         data.too_long,
         if config.sft.successful_only {
@@ -169,7 +222,8 @@ pub fn fresh_policy<B: AutodiffBackend>(
         policy_config.vocab_size,
         config.grad_clip,
         device.clone(),
-    );
+    )
+    .with_passes(config.passes);
     let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
     let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
     let means = sft::train(
@@ -305,12 +359,24 @@ pub fn baseline_episodes(
     options: &ResetOptions,
 ) -> anyhow::Result<Vec<BaselineEpisode>> {
     let id = target.id()?;
+    play_episodes(target, seeds, options, || {
+        agents::baseline(&id).ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))
+    })
+}
+
+/// Plays a fresh agent of `agent` on `target` (natively, or sandboxed for a guest file) for
+/// each seed with `options`.
+pub fn play_episodes(
+    target: &EnvTarget,
+    seeds: impl IntoIterator<Item = u64>,
+    options: &ResetOptions,
+    agent: impl Fn() -> anyhow::Result<Box<dyn agents::Agent>>,
+) -> anyhow::Result<Vec<BaselineEpisode>> {
     let mut env = RecordTrajectory::new(target.make_fastest()?);
     let limit = env.spec().max_episode_steps.unwrap_or(16);
     let mut out = Vec::new();
     for seed in seeds {
-        let mut agent = agents::baseline(&id)
-            .ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))?;
+        let mut agent = agent()?;
         let mut obs = env.reset(seed, options)?;
         let reset_info = obs.info.clone();
         for _ in 0..limit {
@@ -331,24 +397,51 @@ pub fn baseline_episodes(
 }
 
 /// The SFT data of `config` for `target`: the scripted baseline's first `config.episodes`
-/// train-split episodes (seeds `0..episodes`), only the successful ones when
-/// `config.successful_only`.
+/// train-split episodes (seeds `0..episodes`) and the demonstrator's first
+/// `config.demonstrations` train tasks in order (each task once up to the split's size), only
+/// the successful ones when `config.successful_only`. Asking for demonstrations of an env
+/// that has no demonstrator is an error.
 pub fn baseline_sft_data(
     target: &EnvTarget,
     config: &SftConfig,
 ) -> anyhow::Result<Vec<SftExample>> {
-    Ok(baseline_episodes(
-        target,
-        0..config.episodes as u64,
-        &ResetOptions::split(env_api::Split::Train),
-    )?
-    .into_iter()
-    .filter(|e| e.success || !config.successful_only)
-    .map(|e| SftExample {
-        trajectory: e.trajectory,
-        reset_info: e.reset_info,
-    })
-    .collect())
+    let mut episodes = if config.episodes > 0 {
+        baseline_episodes(
+            target,
+            0..config.episodes as u64,
+            &ResetOptions::split(env_api::Split::Train),
+        )?
+    } else {
+        Vec::new()
+    };
+    if config.demonstrations > 0 {
+        let id = target.id()?;
+        anyhow::ensure!(
+            agents::demonstrator(&id, &target.config)?.is_some(),
+            "{id} has no demonstrator: set sft.demonstrations to 0"
+        );
+        let n = target.spec()?.tasks.map_or(config.demonstrations, |t| {
+            (t.train as usize).min(config.demonstrations)
+        });
+        let make = || -> anyhow::Result<Box<dyn agents::Agent>> {
+            agents::demonstrator(&id, &target.config)?
+                .ok_or_else(|| anyhow::anyhow!("no demonstrator"))
+        };
+        episodes.extend(play_episodes(
+            target,
+            0..n as u64,
+            &ResetOptions::split(env_api::Split::Train).cycling(),
+            make,
+        )?);
+    }
+    Ok(episodes
+        .into_iter()
+        .filter(|e| e.success || !config.successful_only)
+        .map(|e| SftExample {
+            trajectory: e.trajectory,
+            reset_info: e.reset_info,
+        })
+        .collect())
 }
 
 /// SFT samples of `examples` for `env`, rendered with its tools the way `config`'s rollouts
@@ -407,6 +500,18 @@ pub struct ModelChoice {
     pub model: Option<String>,
     /// LoRA rank over a pretrained model; 0 trains every weight.
     pub lora_rank: usize,
+}
+
+impl ModelChoice {
+    /// The tiny from-scratch model.
+    pub fn tiny() -> Self {
+        Self::default()
+    }
+
+    /// Whether the choice is a pretrained model (anything but the tiny one).
+    pub fn is_pretrained(&self) -> bool {
+        self.model.as_deref().is_some_and(|m| m != "tiny")
+    }
 }
 
 /// The starting policy of `choice`: the tiny model with fresh weights (seeded), or a

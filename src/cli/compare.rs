@@ -121,6 +121,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = settings(
         &args.env,
         algo,
+        &sandgym::training::ModelChoice::tiny(),
         args.config.as_deref(),
         Some(args.iters),
         args.seed,

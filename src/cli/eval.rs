@@ -66,7 +66,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let settings = match run {
         Some(Ok(run)) => rollout_settings(&run.train),
-        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo)),
+        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo, args.model.is_some())),
     };
     let spec = match (&args.checkpoint, &args.model) {
         (Some(dir), _) => policy_dir(dir).display().to_string(),

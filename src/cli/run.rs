@@ -102,7 +102,7 @@ fn chat_server(
                 &Default::default(),
             )?;
             let server = sandgym::proxy::PolicyServer::start(
-                model,
+                model.for_inference(),
                 tokenizer,
                 sandgym::proxy::ServerConfig {
                     listen: "127.0.0.1:0".into(),

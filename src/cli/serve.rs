@@ -36,7 +36,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (_, model, tokenizer) =
         checkpoint::load::<Cpu>(&policy_dir(&args.checkpoint), &Default::default())?;
     let server = PolicyServer::start(
-        model,
+        model.for_inference(),
         tokenizer,
         ServerConfig {
             listen: format!("{}:{}", args.host, args.port),

@@ -59,8 +59,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
     let target = sandgym::EnvTarget::parse(&args.env, args.env_config.as_deref())?;
-    let mut config =
-        sandgym::training::settings(&target.id()?, Algo::Grpo, None, None, Some(args.seed))?;
+    let mut config = sandgym::training::settings(
+        &target.id()?,
+        Algo::Grpo,
+        &sandgym::training::ModelChoice::tiny(),
+        None,
+        None,
+        Some(args.seed),
+    )?;
     if let Some(n) = args.episodes {
         config.sft.episodes = n;
     }
@@ -113,7 +119,8 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         );
     }
     let samples = data.samples;
-    let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+    let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
+        .with_passes(config.passes);
     let means = sft::train(&mut learner, &samples, &config.sft, args.seed, |_, _, _| {});
     eprintln!(
         "sft on {} episodes: loss per epoch {means:?}",

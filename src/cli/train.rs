@@ -145,18 +145,25 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         let target = EnvTarget::parse(&env, args.env_config.as_deref())?;
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
-        let config =
-            sandgym::training::settings(&id, algo, args.config.as_deref(), args.iters, args.seed)?;
+        let model = ModelChoice {
+            model: args.model.clone(),
+            lora_rank: args.lora_rank,
+        };
+        let config = sandgym::training::settings(
+            &id,
+            algo,
+            &model,
+            args.config.as_deref(),
+            args.iters,
+            args.seed,
+        )?;
         let out = args
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("runs/{}-{}", target.label(), algo.name())));
         let mut plan = RunPlan::new(target, config);
         plan.backend = backend(args.native);
-        plan.model = ModelChoice {
-            model: args.model.clone(),
-            lora_rank: args.lora_rank,
-        };
+        plan.model = model;
         plan.init = args.init.clone();
         plan.meta
             .insert("device".into(), json!(args.device.to_string()));

@@ -241,38 +241,85 @@ const MASKED: f32 = -1e9;
 
 /// Right-pads `samples` into tensors on `device`.
 pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device) -> Tensors<B> {
+    tensors_after(samples, &vec![0; samples.len()], None, vocab, device)
+}
+
+/// The number of input positions of `sample` before its first trainable target: its context
+/// (the prompt, for an episode), which carries no loss.
+pub fn context_len(sample: &Sample) -> usize {
+    sample.mask.iter().position(|&m| m).unwrap_or(sample.len())
+}
+
+/// Right-pads the windows `offsets[r]..` of `samples` into tensors on `device`: inputs,
+/// targets and the rest from `offsets[r]` on, at positions `offsets[r]..`. With `context`
+/// (per row, the validity of each slot of a KV cache holding the positions before the
+/// window), the attention bias also covers the cached slots, `[b, 1, t, slots + t]`.
+pub fn tensors_after<B: Backend>(
+    samples: &[&Sample],
+    offsets: &[usize],
+    context: Option<&[Vec<bool>]>,
+    vocab: usize,
+    device: &B::Device,
+) -> Tensors<B> {
     let b = samples.len();
-    let t = samples.iter().map(|s| s.len()).max().unwrap_or(1).max(1);
+    let len = |r: usize| samples[r].len() - offsets[r];
+    let t = (0..b).map(len).max().unwrap_or(1).max(1);
     let ints = |f: &dyn Fn(&Sample) -> &Vec<i64>| {
         let mut v = vec![0i64; b * t];
         for (r, s) in samples.iter().enumerate() {
-            v[r * t..r * t + s.len()].copy_from_slice(f(s));
+            v[r * t..r * t + len(r)].copy_from_slice(&f(s)[offsets[r]..]);
         }
         Tensor::<B, 2, Int>::from_data(TensorData::new(v, [b, t]), device)
     };
     let floats = |f: &dyn Fn(&Sample) -> Vec<f32>| {
         let mut v = vec![0f32; b * t];
         for (r, s) in samples.iter().enumerate() {
-            v[r * t..r * t + s.len()].copy_from_slice(&f(s));
+            v[r * t..r * t + len(r)].copy_from_slice(&f(s)[offsets[r]..]);
         }
         Tensor::<B, 2>::from_data(TensorData::new(v, [b, t]), device)
     };
-    let positions: Vec<i64> = (0..b).flat_map(|_| 0..t as i64).collect();
-    let mut bias = vec![f32::NEG_INFINITY; t * t];
-    for q in 0..t {
-        for k in 0..=q {
-            bias[q * t + k] = 0.0;
+    let positions: Vec<i64> = (0..b)
+        .flat_map(|r| (0..t as i64).map(move |j| j + offsets[r] as i64))
+        .collect();
+    let bias = match context {
+        None => {
+            let mut bias = vec![f32::NEG_INFINITY; t * t];
+            for q in 0..t {
+                for k in 0..=q {
+                    bias[q * t + k] = 0.0;
+                }
+            }
+            Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device).repeat_dim(0, b)
         }
-    }
+        Some(valid) => {
+            let slots = valid.first().map_or(0, Vec::len);
+            let keys = slots + t;
+            let mut bias = vec![f32::NEG_INFINITY; b * t * keys];
+            for (r, row) in valid.iter().enumerate() {
+                for q in 0..t {
+                    let at = (r * t + q) * keys;
+                    for (k, &ok) in row.iter().enumerate() {
+                        if ok {
+                            bias[at + k] = 0.0;
+                        }
+                    }
+                    for k in 0..=q {
+                        bias[at + slots + k] = 0.0;
+                    }
+                }
+            }
+            Tensor::<B, 4>::from_data(TensorData::new(bias, [b, 1, t, keys]), device)
+        }
+    };
     let mut rows = Vec::new();
     let mut row_targets = Vec::new();
     let mut row_bias = Vec::new();
     for (r, s) in samples.iter().enumerate() {
-        for (j, &trainable) in s.mask.iter().enumerate() {
+        for (j, &trainable) in s.mask.iter().enumerate().skip(offsets[r]) {
             if !trainable {
                 continue;
             }
-            rows.push((r * t + j) as i64);
+            rows.push((r * t + j - offsets[r]) as i64);
             row_targets.push(s.targets[j]);
             match s.allowed.get(j) {
                 Some(Some(a)) => row_bias.extend(a.iter().map(|&ok| if ok { 0.0 } else { MASKED })),
@@ -290,8 +337,7 @@ pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device
     Tensors {
         inputs: ints(&|s| &s.inputs),
         positions: Tensor::from_data(TensorData::new(positions, [b, t]), device),
-        bias: Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device)
-            .repeat_dim(0, b),
+        bias,
         targets: ints(&|s| &s.targets),
         rows: Tensor::from_data(TensorData::new(rows, [k]), device),
         row_targets: Tensor::from_data(TensorData::new(row_targets, [k]), device),
@@ -304,7 +350,8 @@ pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device
         returns: floats(&|s| s.returns.clone()),
         tokens: samples
             .iter()
-            .map(|s| s.mask.iter().filter(|&&m| m).count())
+            .zip(offsets)
+            .map(|(s, &o)| s.mask[o..].iter().filter(|&&m| m).count())
             .sum(),
     }
 }

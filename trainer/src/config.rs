@@ -229,6 +229,9 @@ pub struct TrainConfig {
     pub eval_split: sandgym_env_api::Split,
     /// Supervised warm-start before RL (run by the command line when no `--init` is given).
     pub sft: crate::SftConfig,
+    /// How the learner runs its forward and backward passes (micro-batches, a prompt
+    /// encoded without gradient); RL and SFT steps alike.
+    pub passes: crate::Passes,
 }
 
 impl Default for TrainConfig {
@@ -277,6 +280,7 @@ impl TrainConfig {
             eval_episodes: 64,
             eval_split: sandgym_env_api::Split::Test,
             sft: crate::SftConfig::default(),
+            passes: crate::Passes::default(),
         };
         match algo {
             Algo::Ppo => {

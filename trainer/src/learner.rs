@@ -3,17 +3,17 @@
 
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{Adam, AdamConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::Tensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use sandgym_policy::{PolicyModel, masked_mean};
+use sandgym_policy::{KvCache, Output, PolicyModel, constant_cache, prefill};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Sample, Tensors, tensors};
+use crate::batch::{Sample, Tensors, context_len, tensors, tensors_after};
 use crate::config::{Algo, KlMode, TrainConfig};
-use crate::objective::{aggregate_tensor, kl_tensor, ppo_loss, scalar, value_loss};
+use crate::objective::{aggregate_part, kl_tensor, ppo_loss, scalar, value_loss};
 
 /// The optimiser type of the learner.
 pub type PolicyOptimizer<B> = OptimizerAdaptor<Adam, PolicyModel<B>, B>;
@@ -39,6 +39,23 @@ pub struct StepStats {
     pub tokens: usize,
 }
 
+/// How a learner runs its forward and backward passes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Passes {
+    /// Episodes per forward/backward pass; an optimiser step accumulates the gradients of
+    /// its minibatch's passes (the same step as one pass over all of it, in bounded memory).
+    /// 0: the whole minibatch in one pass.
+    pub micro_batch: usize,
+    /// Encode each episode's prompt (every token before its first action) without gradient,
+    /// each prompt prefix shared in the batch once, and run the gradient pass over the rest
+    /// from that cache. The log-probs are exact; the gradient leaves out the path through the
+    /// prompt's keys and values. For a pretrained model, whose prompt representation already
+    /// reads, that is several times less work per step; a model learning from scratch needs
+    /// the full gradient (off, the default).
+    pub detach_prompt: bool,
+}
+
 /// A trainable policy with its Adam state.
 pub struct Learner<B: AutodiffBackend> {
     /// The policy being trained.
@@ -47,6 +64,8 @@ pub struct Learner<B: AutodiffBackend> {
     pub optim: PolicyOptimizer<B>,
     /// The device it lives on.
     pub device: B::Device,
+    /// How forward and backward passes are run.
+    pub passes: Passes,
     vocab: usize,
 }
 
@@ -129,13 +148,29 @@ impl<B: AutodiffBackend> Learner<B> {
             model,
             optim: adam(grad_clip).init(),
             device,
+            passes: Passes::default(),
             vocab,
         }
     }
 
+    /// The same learner running its passes as `passes` says.
+    pub fn with_passes(mut self, passes: Passes) -> Self {
+        self.passes = passes;
+        self
+    }
+
+    /// The minibatch `samples` in the parts one pass takes.
+    fn parts<'s, 'a>(&self, samples: &'s [&'a Sample]) -> std::slice::Chunks<'s, &'a Sample> {
+        let n = match self.passes.micro_batch {
+            0 => samples.len(),
+            m => m,
+        };
+        samples.chunks(n.max(1))
+    }
+
     /// The policy without autodiff, for sampling.
     pub fn inference_model(&self) -> PolicyModel<B::InnerBackend> {
-        self.model.valid()
+        self.model.valid().for_inference()
     }
 
     /// Fills `old_values` (for PPO) and `ref_logp` (when a reference is given) of `samples`
@@ -155,81 +190,122 @@ impl<B: AutodiffBackend> Learner<B> {
         let device = self.device.clone();
         for part in samples.chunks_mut(chunk.max(1)) {
             let refs: Vec<&Sample> = part.iter().collect();
-            let t = tensors::<B::InnerBackend>(&refs, self.vocab, &device);
-            let width = t.inputs.dims()[1];
-            let rows = |x: Tensor<B::InnerBackend, 2>| -> Vec<Vec<f32>> {
+            let back = |x: Tensor<B::InnerBackend, 2>,
+                        offsets: &[usize],
+                        field: &mut dyn FnMut(usize, Vec<f32>)| {
+                let width = x.dims()[1];
                 let data: Vec<f32> = x.into_data().convert::<f32>().to_vec().expect("f32");
-                data.chunks(width).map(<[f32]>::to_vec).collect()
+                for (r, row) in data.chunks(width).enumerate() {
+                    let n = refs[r].len();
+                    let mut full = vec![0.0; n];
+                    full[offsets[r]..].copy_from_slice(&row[..n - offsets[r]]);
+                    field(r, full);
+                }
             };
+            let mut old_values = Vec::new();
+            let mut ref_logp = Vec::new();
             if values {
+                // Every position's value (GAE reads them all): one full pass.
+                let t = tensors::<B::InnerBackend>(&refs, self.vocab, &device);
                 let out =
                     model.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
-                for (s, v) in part.iter_mut().zip(rows(out.values)) {
-                    s.old_values = v[..s.len()].to_vec();
-                }
+                back(out.values, &vec![0; refs.len()], &mut |_, v| {
+                    old_values.push(v)
+                });
             }
             if let Some(reference) = reference {
-                let out =
-                    reference.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+                let (out, t, offsets) = pass(
+                    reference,
+                    &refs,
+                    self.passes.detach_prompt,
+                    self.vocab,
+                    &device,
+                    || reference.clone(),
+                    |c| c,
+                );
                 let lp = target_logprobs(out.logits, &t, temperature);
-                for (s, v) in part.iter_mut().zip(rows(lp)) {
-                    s.ref_logp = v[..s.len()].to_vec();
-                }
+                back(lp, &offsets, &mut |_, v| ref_logp.push(v));
+            }
+            for (s, v) in part.iter_mut().zip(old_values) {
+                s.old_values = v;
+            }
+            for (s, v) in part.iter_mut().zip(ref_logp) {
+                s.ref_logp = v;
             }
         }
     }
 
-    /// One optimiser step of the RL objective on `samples`.
+    /// One optimiser step of the RL objective on `samples` (in passes of
+    /// [`Passes::micro_batch`] episodes whose gradients add up to the minibatch's).
     pub fn rl_step(&mut self, samples: &[&Sample], config: &TrainConfig) -> StepStats {
-        let t = tensors::<B>(samples, self.vocab, &self.device);
-        let out = self
-            .model
-            .forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
-        let rows = row_log_softmax(out.logits, &t, config.temperature);
-        let logp = picked(rows.clone(), &t);
-        let (pg, clipped) = ppo_loss(
-            logp.clone(),
-            t.old_logp.clone(),
-            t.adv.clone(),
-            config.clip_low,
-            config.clip_high,
-            config.dual_clip,
-        );
-        let pg_loss = aggregate_tensor(pg, t.mask.clone(), config.loss_agg);
+        let whole = Whole::of(samples);
+        let mut acc = GradientsAccumulator::<PolicyModel<B>>::new();
         let mut stats = StepStats {
-            pg_loss: scalar(pg_loss.clone()),
-            clip_frac: scalar(masked_mean(clipped, t.mask.clone())),
-            ppo_kl: scalar(masked_mean(
-                t.old_logp.clone() - logp.clone().detach(),
-                t.mask.clone(),
-            )),
-            tokens: t.tokens,
+            tokens: whole.tokens as usize,
             ..StepStats::default()
         };
-        let mut loss = pg_loss;
-        if config.kl.coef > 0.0 {
-            let k = kl_tensor(logp, t.ref_logp.clone(), config.kl.estimator);
-            let k = aggregate_tensor(k, t.mask.clone(), config.loss_agg);
-            stats.kl_ref = scalar(k.clone());
-            if config.kl.mode == KlMode::Loss {
-                loss = loss + k.mul_scalar(config.kl.coef);
+        let agg = |l: Tensor<B, 2>, m: Tensor<B, 2>| {
+            aggregate_part(l, m, config.loss_agg, whole.tokens, whole.seqs)
+        };
+        let share =
+            |l: Tensor<B, 2>, m: Tensor<B, 2>| scalar((l * m).sum()) / whole.tokens.max(1.0);
+        for part in self.parts(samples) {
+            let (out, t, _) = pass(
+                &self.model,
+                part,
+                self.passes.detach_prompt,
+                self.vocab,
+                &self.device,
+                || self.model.valid().for_inference(),
+                constant_cache::<B>,
+            );
+            let rows = row_log_softmax(out.logits, &t, config.temperature);
+            let logp = picked(rows.clone(), &t);
+            let (pg, clipped) = ppo_loss(
+                logp.clone(),
+                t.old_logp.clone(),
+                t.adv.clone(),
+                config.clip_low,
+                config.clip_high,
+                config.dual_clip,
+            );
+            let pg_loss = agg(pg, t.mask.clone());
+            stats.pg_loss += scalar(pg_loss.clone());
+            stats.clip_frac += share(clipped, t.mask.clone());
+            stats.ppo_kl += share(t.old_logp.clone() - logp.clone().detach(), t.mask.clone());
+            let mut loss = pg_loss;
+            if config.kl.coef > 0.0 {
+                let k = agg(
+                    kl_tensor(logp, t.ref_logp.clone(), config.kl.estimator),
+                    t.mask.clone(),
+                );
+                stats.kl_ref += scalar(k.clone());
+                if config.kl.mode == KlMode::Loss {
+                    loss = loss + k.mul_scalar(config.kl.coef);
+                }
             }
+            let ent = entropy(rows, &t);
+            stats.entropy += share(ent.clone().detach(), t.mask.clone());
+            if config.entropy_coef > 0.0 {
+                loss = loss - agg(ent, t.mask.clone()).mul_scalar(config.entropy_coef);
+            }
+            if config.algo == Algo::Ppo {
+                let v = agg(
+                    value_loss(
+                        out.values,
+                        t.old_values.clone(),
+                        t.returns.clone(),
+                        config.vf_clip,
+                    ),
+                    t.mask.clone(),
+                );
+                stats.vf_loss += scalar(v.clone());
+                loss = loss + v.mul_scalar(config.vf_coef);
+            }
+            stats.loss += scalar(loss.clone());
+            self.accumulate(&mut acc, loss);
         }
-        let ent = entropy(rows, &t);
-        stats.entropy = scalar(masked_mean(ent.clone().detach(), t.mask.clone()));
-        if config.entropy_coef > 0.0 {
-            loss = loss
-                - aggregate_tensor(ent, t.mask.clone(), config.loss_agg)
-                    .mul_scalar(config.entropy_coef);
-        }
-        if config.algo == Algo::Ppo {
-            let v = value_loss(out.values, t.old_values, t.returns, config.vf_clip);
-            let v = aggregate_tensor(v, t.mask.clone(), config.loss_agg);
-            stats.vf_loss = scalar(v.clone());
-            loss = loss + v.mul_scalar(config.vf_coef);
-        }
-        stats.loss = scalar(loss.clone());
-        self.apply(loss, config.lr);
+        self.step(acc, config.lr);
         stats
     }
 
@@ -237,20 +313,95 @@ impl<B: AutodiffBackend> Learner<B> {
     /// trainable tokens (the actions) of `samples`, each normalised over its allowed set
     /// ([`Sample::allowed`]; the whole vocabulary where it has none). Returns that loss.
     pub fn sft_step(&mut self, samples: &[&Sample], lr: f64) -> f64 {
-        let t = tensors::<B>(samples, self.vocab, &self.device);
-        let out = self
-            .model
-            .forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
-        let logp = target_logprobs(out.logits, &t, 1.0);
-        let loss = masked_mean(logp, t.mask).neg();
-        let value = scalar(loss.clone());
-        self.apply(loss, lr);
-        value
+        let whole = Whole::of(samples);
+        let mut acc = GradientsAccumulator::<PolicyModel<B>>::new();
+        let mut total = 0.0;
+        for part in self.parts(samples) {
+            let (out, t, _) = pass(
+                &self.model,
+                part,
+                self.passes.detach_prompt,
+                self.vocab,
+                &self.device,
+                || self.model.valid().for_inference(),
+                constant_cache::<B>,
+            );
+            let logp = target_logprobs(out.logits, &t, 1.0);
+            let loss = (logp * t.mask)
+                .sum()
+                .div_scalar(whole.tokens.max(1.0))
+                .neg();
+            total += scalar(loss.clone());
+            self.accumulate(&mut acc, loss);
+        }
+        self.step(acc, lr);
+        total
     }
 
-    fn apply(&mut self, loss: Tensor<B, 1>, lr: f64) {
-        let grads = loss.backward();
-        let grads = GradientsParams::from_grads(grads, &self.model);
-        self.model = self.optim.step(lr, self.model.clone(), grads);
+    fn accumulate(&self, acc: &mut GradientsAccumulator<PolicyModel<B>>, loss: Tensor<B, 1>) {
+        let grads = GradientsParams::from_grads(loss.backward(), &self.model);
+        acc.accumulate(&self.model, grads);
     }
+
+    fn step(&mut self, mut acc: GradientsAccumulator<PolicyModel<B>>, lr: f64) {
+        self.model = self.optim.step(lr, self.model.clone(), acc.grads());
+    }
+}
+
+/// The size of a whole minibatch, which every pass's share of the loss is divided by.
+#[derive(Clone, Copy, Debug)]
+struct Whole {
+    /// Trainable tokens.
+    tokens: f64,
+    /// Episodes.
+    seqs: f64,
+}
+
+impl Whole {
+    fn of(samples: &[&Sample]) -> Self {
+        Self {
+            tokens: samples
+                .iter()
+                .map(|s| s.mask.iter().filter(|&&m| m).count())
+                .sum::<usize>() as f64,
+            seqs: samples.len() as f64,
+        }
+    }
+}
+
+/// The forward pass of `samples` through `model`, with the tensors it was given and each
+/// row's offset: all of every sample in one pass, or, with `detach` (and a prompt in every
+/// sample), the prompts first — each shared prefix once, through `inner` (the model without
+/// gradient tracking, on `I`), with no gradient — and the rest from their cache (`constant`
+/// turns it into `model`'s backend).
+fn pass<B: Backend, I: Backend<Device = B::Device>>(
+    model: &PolicyModel<B>,
+    samples: &[&Sample],
+    detach: bool,
+    vocab: usize,
+    device: &B::Device,
+    inner: impl FnOnce() -> PolicyModel<I>,
+    constant: impl FnOnce(KvCache<I>) -> KvCache<B>,
+) -> (Output<B>, Tensors<B>, Vec<usize>) {
+    let offsets: Vec<usize> = samples.iter().map(|s| context_len(s)).collect();
+    if !detach || offsets.contains(&0) {
+        let t = tensors::<B>(samples, vocab, device);
+        let out = model.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+        return (out, t, vec![0; samples.len()]);
+    }
+    let prompts: Vec<Vec<u32>> = samples
+        .iter()
+        .zip(&offsets)
+        .map(|(s, &o)| s.inputs[..o].iter().map(|&t| t as u32).collect())
+        .collect();
+    let pre = prefill(&inner(), &prompts, device);
+    let mut cache = constant(pre.cache);
+    let t = tensors_after::<B>(samples, &offsets, Some(&pre.valid), vocab, device);
+    let out = model.forward(
+        t.inputs.clone(),
+        t.positions.clone(),
+        t.bias.clone(),
+        Some(&mut cache),
+    );
+    (out, t, offsets)
 }

@@ -34,7 +34,7 @@ pub use batch::Sample;
 pub use config::{Algo, Credit, KlConfig, KlEstimator, KlMode, LossAgg, OnEnvError, TrainConfig};
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
-pub use learner::{Learner, PolicyOptimizer, StepStats, adam};
+pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
 pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
 pub use run::{

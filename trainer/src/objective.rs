@@ -159,6 +159,28 @@ pub fn aggregate_tensor<B: Backend>(
     }
 }
 
+/// A pass's share of [`aggregate_tensor`] over a whole minibatch of `tokens` trainable
+/// tokens in `seqs` episodes, of which `losses`/`mask` are some rows: the shares of a
+/// minibatch's passes add up to its aggregate (for all of it, this is `aggregate_tensor`).
+pub fn aggregate_part<B: Backend>(
+    losses: Tensor<B, 2>,
+    mask: Tensor<B, 2>,
+    mode: LossAgg,
+    tokens: f64,
+    seqs: f64,
+) -> Tensor<B, 1> {
+    let masked = losses * mask.clone();
+    match mode {
+        LossAgg::TokenMean => masked.sum().div_scalar(tokens.max(1.0)),
+        LossAgg::SeqMeanTokenSum => masked.sum_dim(1).sum().div_scalar(seqs.max(1.0)),
+        LossAgg::SeqMeanTokenMean => masked
+            .sum_dim(1)
+            .div(mask.sum_dim(1).clamp_min(1.0))
+            .sum()
+            .div_scalar(seqs.max(1.0)),
+    }
+}
+
 /// A one-element tensor's value.
 pub fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
     t.into_scalar().elem::<f64>()

@@ -123,7 +123,6 @@ pub(crate) fn episode_grammar(
     cache: &mut HashMap<String, Arc<ToolCallGrammar>>,
     default: &Arc<ToolCallGrammar>,
     spec: &EnvSpec,
-    tokenizer: &Tokenizer,
     limits: ActionLimits,
     info: &serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<Arc<ToolCallGrammar>, String> {
@@ -136,7 +135,8 @@ pub(crate) fn episode_grammar(
     }
     let spec = narrowing.apply(spec).map_err(|e| e.to_string())?;
     let g = Arc::new(
-        ToolCallGrammar::for_spec(tokenizer, &spec, limits)
+        default
+            .for_spec_like(&spec, limits)
             .map_err(|e| format!("the episode's narrowed schemas do not compile: {e}"))?,
     );
     if cache.len() >= 4096 {
@@ -261,7 +261,6 @@ impl RolloutEngine {
                     &mut self.episode_grammars,
                     &self.grammar,
                     &self.spec,
-                    &self.tokenizer,
                     self.settings.limits,
                     &obs.info,
                 )

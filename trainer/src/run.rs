@@ -161,12 +161,13 @@ impl<B: AutodiffBackend> Trainer<B> {
         let _ = std::fs::remove_file(out.join(EVALS));
         let reference = if config.kl.coef > 0.0 {
             checkpoint::save(&out.join(REFERENCE), &policy_config, &model, &tokenizer)?;
-            Some(model.valid())
+            Some(model.valid().for_inference())
         } else {
             None
         };
         let engine = Self::engine(&config, envs, &tokenizer)?;
-        let learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+        let learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
+            .with_passes(config.passes);
         Ok(Self {
             log: MetricsLog::new(out.join(METRICS)),
             evals: MetricsLog::new(out.join(EVALS)),
@@ -203,12 +204,13 @@ impl<B: AutodiffBackend> Trainer<B> {
             checkpoint::load::<B>(&ckpt.join("policy"), &device)?;
         let reference = if config.kl.coef > 0.0 {
             let (_, r, _) = checkpoint::load::<B::InnerBackend>(&out.join(REFERENCE), &device)?;
-            Some(r)
+            Some(r.for_inference())
         } else {
             None
         };
         let engine = Self::engine(&config, envs, &tokenizer)?;
-        let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device);
+        let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
+            .with_passes(config.passes);
         let opt_path = ckpt.join("optimizer");
         // burn panics on some malformed records (a record of another model's shapes); keep
         // that inside this call, as the policy's own load does.

@@ -19,8 +19,14 @@ use crate::rollout::{RolloutSettings, episode_grammar, render_trajectory};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SftConfig {
-    /// Recorded episodes to train on (0 skips SFT).
+    /// Episodes of the env's scripted baseline to train on (seeds `0..episodes` of the train
+    /// split).
     pub episodes: usize,
+    /// Episodes of the env's demonstrator (each task's known solution, where the env has
+    /// one) to train on as well: the train split's tasks in order, each once, at most this
+    /// many (capped at the split's size when the env declares it). SFT is skipped when both
+    /// are 0.
+    pub demonstrations: usize,
     /// Passes over them.
     pub epochs: u32,
     /// Episodes per optimiser step.
@@ -45,6 +51,7 @@ impl Default for SftConfig {
     fn default() -> Self {
         Self {
             episodes: 0,
+            demonstrations: 0,
             epochs: 4,
             minibatch: 16,
             lr: 2e-3,
@@ -143,7 +150,6 @@ pub fn samples(
                 &mut grammars,
                 &default,
                 spec,
-                tokenizer,
                 settings.limits,
                 &example.reset_info,
             )

@@ -31,11 +31,13 @@ mod data;
 pub mod ddl;
 mod engine;
 mod env;
+mod gold;
 mod pattern;
 mod tasks;
 
 pub use baseline::SqlBaseline;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
+pub use gold::SqlGold;
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };

@@ -1,6 +1,7 @@
 //! Integration tests of the trainer.
 
 mod learning;
+mod passes;
 mod reference;
 mod rollout;
 mod sft;
