@@ -107,16 +107,27 @@ fn json_rule(schema: &Value) -> String {
 
 /// The Lark grammar of an env's actions (free-text responses).
 pub fn lark_grammar(tools: &[ToolSpec], limits: ActionLimits) -> String {
-    grammar(tools, None, limits)
+    grammar(tools, None, limits, true)
+}
+
+/// The Lark grammar of a call to one of `tools`: no final response is allowed (OpenAI's
+/// `tool_choice: "required"`, or a named function when `tools` holds only that one).
+pub fn lark_grammar_calling(tools: &[ToolSpec], limits: ActionLimits) -> String {
+    grammar(tools, None, limits, false)
 }
 
 /// The Lark grammar of `spec`'s actions: its tools, and its response schema when it declares
 /// one (its `maxLength` capped by `limits.response_chars`).
 pub fn lark_grammar_for(spec: &EnvSpec, limits: ActionLimits) -> String {
-    grammar(&spec.tools, spec.response.as_ref(), limits)
+    grammar(&spec.tools, spec.response.as_ref(), limits, true)
 }
 
-fn grammar(tools: &[ToolSpec], response: Option<&Schema>, limits: ActionLimits) -> String {
+fn grammar(
+    tools: &[ToolSpec],
+    response: Option<&Schema>,
+    limits: ActionLimits,
+    respond: bool,
+) -> String {
     let string = |max: u32| json!({"type": "string", "maxLength": max});
     let response = match response {
         Some(schema) => {
@@ -138,8 +149,11 @@ fn grammar(tools: &[ToolSpec], response: Option<&Schema>, limits: ActionLimits) 
         "thought: {}\n",
         json_rule(&string(limits.thought_chars))
     ));
-    let mut bodies = vec![format!("{} response", lit("\"response\":"))];
-    g.push_str(&format!("response: {}\n", json_rule(&response)));
+    let mut bodies = Vec::new();
+    if respond || tools.is_empty() {
+        bodies.push(format!("{} response", lit("\"response\":")));
+        g.push_str(&format!("response: {}\n", json_rule(&response)));
+    }
     for (i, tool) in tools.iter().enumerate() {
         let head = format!(
             "\"action\":{{\"tool_name\":{},\"parameters\":",
@@ -159,6 +173,16 @@ impl ToolCallGrammar {
     /// Compiles the grammar of `tools` for `tokenizer` (responses are free text).
     pub fn new(tokenizer: &Tokenizer, tools: &[ToolSpec], limits: ActionLimits) -> Result<Self> {
         Self::compile(tokenizer, lark_grammar(tools, limits))
+    }
+
+    /// Compiles the grammar of a call to one of `tools`, with no final response (see
+    /// [`lark_grammar_calling`]; with no tools at all, a response is the only action left).
+    pub fn calling(
+        tokenizer: &Tokenizer,
+        tools: &[ToolSpec],
+        limits: ActionLimits,
+    ) -> Result<Self> {
+        Self::compile(tokenizer, lark_grammar_calling(tools, limits))
     }
 
     /// Compiles the grammar of an env's actions: its tools and, when it declares one, the

@@ -32,7 +32,8 @@ mod tokenizer;
 
 pub use cache::{KvCache, LayerCache, constant_cache};
 pub use constraint::{
-    ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_for,
+    ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_calling,
+    lark_grammar_for,
 };
 pub use device::{Cpu, CpuTrain, DeviceKind, OnDevice, select_device};
 #[cfg(feature = "cuda")]

@@ -3,8 +3,9 @@
 //! action becomes an assistant message with `tool_calls`.
 
 use sandgym_env_api::{Action, ActionBody, Schema, ToolSpec};
+use sandgym_harnesses::openai::ChatRequest;
 use sandgym_harnesses::openai::{FunctionCall, Message, ToolCall, ToolDef};
-use sandgym_policy::{Role, Template, Tokenizer, canonical_json};
+use sandgym_policy::{ActionLimits, Role, Template, Tokenizer, ToolCallGrammar, canonical_json};
 use serde_json::{Map, Value};
 
 use crate::http::HttpError;
@@ -38,6 +39,93 @@ pub fn tool_specs(tools: &[ToolDef]) -> Result<Vec<ToolSpec>, HttpError> {
             .with_parameters(parameters))
         })
         .collect()
+}
+
+/// What a request's `tool_choice` lets the model do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// Call any tool or answer (`"auto"`, the default).
+    Auto,
+    /// Only answer (`"none"`).
+    None,
+    /// Call one of the tools (`"required"`).
+    Required,
+    /// Call this tool (`{"type": "function", "function": {"name": …}}`).
+    Function(String),
+}
+
+impl ToolChoice {
+    /// The request's `tool_choice`; an unknown value, or one naming a tool the request does
+    /// not define, is a 400.
+    pub fn of(request: &ChatRequest) -> Result<Self, HttpError> {
+        let bad = |what: String| HttpError::bad_request(format!("tool_choice: {what}"));
+        let choice = match request.extra.get("tool_choice") {
+            None | Some(Value::Null) => Self::Auto,
+            Some(Value::String(s)) => match s.as_str() {
+                "auto" => Self::Auto,
+                "none" => Self::None,
+                "required" => Self::Required,
+                other => {
+                    return Err(bad(format!(
+                        "{other:?} is not one of \"auto\", \"none\", \"required\""
+                    )));
+                }
+            },
+            Some(v @ Value::Object(_)) => {
+                let name = v
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .filter(|_| v.get("type").and_then(Value::as_str) == Some("function"))
+                    .ok_or_else(|| {
+                        bad(
+                            "an object must be {\"type\":\"function\",\"function\":{\"name\":…}}"
+                                .into(),
+                        )
+                    })?;
+                Self::Function(name.to_owned())
+            }
+            Some(other) => return Err(bad(format!("{other} is neither a string nor an object"))),
+        };
+        match &choice {
+            Self::Required if request.tools.is_empty() => {
+                Err(bad("\"required\" with no tools".into()))
+            }
+            Self::Function(name) if !request.tools.iter().any(|t| &t.function.name == name) => {
+                Err(bad(format!("no tool named {name:?} in tools")))
+            }
+            _ => Ok(choice),
+        }
+    }
+}
+
+/// The decoding constraint of `request`: its tools under its `tool_choice`, with the key that
+/// identifies it (equal keys, equal grammars). A schema the constraint cannot compile, or one
+/// whose compilation panics (it runs third-party grammar code), is a 400.
+pub fn grammar(
+    tokenizer: &Tokenizer,
+    request: &ChatRequest,
+    limits: ActionLimits,
+) -> Result<ToolCallGrammar, HttpError> {
+    let specs = tool_specs(&request.tools)?;
+    let choice = ToolChoice::of(request)?;
+    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &choice {
+        ToolChoice::Auto => ToolCallGrammar::new(tokenizer, &specs, limits),
+        ToolChoice::None => ToolCallGrammar::new(tokenizer, &[], limits),
+        ToolChoice::Required => ToolCallGrammar::calling(tokenizer, &specs, limits),
+        ToolChoice::Function(name) => {
+            let one: Vec<ToolSpec> = specs.iter().filter(|t| &t.name == name).cloned().collect();
+            ToolCallGrammar::calling(tokenizer, &one, limits)
+        }
+    }))
+    .map_err(|_| HttpError::bad_request("cannot build the tool-call grammar: it panicked"))?;
+    compiled.map_err(|e| HttpError::bad_request(format!("cannot build the tool-call grammar: {e}")))
+}
+
+/// The key under which [`grammar`]'s result for `request` can be cached.
+pub fn grammar_key(request: &ChatRequest) -> String {
+    let tools = serde_json::to_string(&request.tools).expect("tools serialise");
+    let choice = request.extra.get("tool_choice").map(Value::to_string);
+    format!("{tools}\u{0}{}", choice.unwrap_or_default())
 }
 
 /// The action an assistant message stands for (one per tool call, or one response).

@@ -341,18 +341,11 @@ fn handle(state: &State, request: &Request) -> Response {
 }
 
 fn grammar(state: &State, request: &ChatRequest) -> Result<Arc<ToolCallGrammar>, HttpError> {
-    let key = serde_json::to_string(&request.tools).expect("tools serialise");
+    let key = chat::grammar_key(request);
     if let Some(g) = state.grammars.lock().expect("grammar lock").get(&key) {
         return Ok(g.clone());
     }
-    let specs = chat::tool_specs(&request.tools)?;
-    // Compiling a client's schemas runs third-party grammar code: a panic there answers this
-    // request with a 400 and leaves the server up.
-    let g = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ToolCallGrammar::new(&state.tokenizer, &specs, state.config.limits)
-    }))
-    .map_err(|_| HttpError::bad_request("cannot build the tool-call grammar: it panicked"))?
-    .map_err(|e| HttpError::bad_request(format!("cannot build the tool-call grammar: {e}")))?;
+    let g = chat::grammar(&state.tokenizer, request, state.config.limits)?;
     let g = Arc::new(g);
     let mut cache = state.grammars.lock().expect("grammar lock");
     if cache.len() > 256 {

@@ -150,14 +150,12 @@ impl TraceReader {
     fn masks(&mut self, call: &CallRecord, ids: &[u32]) -> Result<Vec<Option<Vec<bool>>>, String> {
         let request: ChatRequest =
             serde_json::from_str(&call.request).map_err(|e| format!("request: {e}"))?;
-        let key = serde_json::to_string(&request.tools).expect("tools serialise");
+        let key = chat::grammar_key(&request);
         let grammar = match self.grammars.get(&key) {
             Some(g) => g.clone(),
             None => {
-                let specs = chat::tool_specs(&request.tools).map_err(|e| e.message)?;
                 let g = Arc::new(
-                    ToolCallGrammar::new(&self.tokenizer, &specs, self.limits)
-                        .map_err(|e| e.to_string())?,
+                    chat::grammar(&self.tokenizer, &request, self.limits).map_err(|e| e.message)?,
                 );
                 self.grammars.insert(key, g.clone());
                 g

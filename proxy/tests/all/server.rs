@@ -59,6 +59,55 @@ fn answers_with_a_valid_tool_call_or_message_and_its_tokens() {
 }
 
 #[test]
+fn tool_choice_decides_between_calls_and_answers() {
+    let server = server(false);
+    let url = format!("{}/v1/chat/completions", server.url());
+    let tools = serde_json::to_value(FakeTools::new(10).definitions()).unwrap();
+    let ask = |seed: u64, choice: serde_json::Value| {
+        let body = json!({"messages": [{"role": "user", "content": "What is alpha?"}],
+            "seed": seed, "max_tokens": 48, "temperature": 1.5, "tools": tools,
+            "tool_choice": choice});
+        post(&url, &body.to_string())
+    };
+    for seed in 0..4 {
+        let (status, answer) = ask(seed, json!("required"));
+        assert_eq!(status, 200, "{answer}");
+        let choice = &answer["choices"][0];
+        if choice["finish_reason"] != "length" {
+            assert_eq!(choice["finish_reason"], "tool_calls", "{answer}");
+        }
+        let (status, answer) = ask(seed, json!("none"));
+        assert_eq!(status, 200, "{answer}");
+        let message = &answer["choices"][0]["message"];
+        assert!(
+            message["tool_calls"].as_array().is_none_or(Vec::is_empty),
+            "{answer}"
+        );
+        let named = json!({"type": "function", "function": {"name": "list"}});
+        let (status, answer) = ask(seed, named);
+        assert_eq!(status, 200, "{answer}");
+        let choice = &answer["choices"][0];
+        if choice["finish_reason"] != "length" {
+            assert_eq!(
+                choice["message"]["tool_calls"][0]["function"]["name"], "list",
+                "{answer}"
+            );
+        }
+    }
+    for bad in [
+        json!("always"),
+        json!(3),
+        json!({"type": "function"}),
+        json!({"type": "function", "function": {"name": "missing"}}),
+    ] {
+        let (status, answer) = ask(0, bad.clone());
+        assert_eq!(status, 400, "{bad}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("tool_choice"), "{message}");
+    }
+}
+
+#[test]
 fn concurrent_requests_are_batched_and_all_answered() {
     let server = server(true);
     let url = format!("{}/v1", server.url());
@@ -162,9 +211,11 @@ fn a_schema_that_fails_while_decoding_fails_only_its_own_request() {
     };
     let server = PolicyServer::start(model, tok, config).unwrap();
     let url = format!("{}/v1/chat/completions", server.url());
-    // The pattern compiles, but its lexer explodes as soon as decoding reaches the tool call.
+    // The pattern compiles, but its lexer explodes as soon as decoding reaches the tool call,
+    // which `required` makes the only way out of the (empty) thought.
     let bad = json!({
         "messages": [{"role": "user", "content": "hi"}], "seed": 1, "max_tokens": 48,
+        "tool_choice": "required",
         "tools": [{"type": "function", "function": {"name": "p", "parameters": {
             "type": "object", "properties": {"s": {"type": "string", "pattern": "^(x{1000}){1000}$"}},
             "required": ["s"]}}}]
