@@ -63,6 +63,102 @@ pub fn compare<B: BurnBackend>(
     })
 }
 
+/// A run's closing table: the trained policy and, for a run that started from a pretrained
+/// model, that model zero-shot and after its SFT warm-start, each on the same episodes as the
+/// scripted baseline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stages {
+    /// The split evaluated.
+    pub split: Split,
+    /// The pretrained model before any training (greedy), when the run started from one.
+    pub zero_shot: Option<EvalReport>,
+    /// The policy after the SFT warm-start, when the run had one.
+    pub sft: Option<EvalReport>,
+    /// The trained policy.
+    pub policy: EvalReport,
+    /// The scripted baseline (`None` for an env without one).
+    pub baseline: Option<EvalReport>,
+}
+
+impl Stages {
+    /// The trained policy's success rate over the baseline's (`None` without a baseline or
+    /// when the baseline never succeeds).
+    pub fn ratio_to_baseline(&self) -> Option<f64> {
+        let b = self.baseline.as_ref()?.success_rate;
+        (b > 0.0).then(|| self.policy.success_rate / b)
+    }
+}
+
+/// Which rows a run's closing table has besides the trained policy and the baseline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClosingRows {
+    /// The pretrained model the run started from, zero-shot (runs from a pretrained model).
+    pub zero_shot: bool,
+    /// The SFT warm-start (`out/sft`, when the run had one).
+    pub sft: bool,
+}
+
+/// The closing evaluation of the run in `out` on `split`: its last checkpoint, and the rows
+/// `rows` asks for (see [`compare`] for the episodes).
+pub fn closing<B: BurnBackend>(
+    out: &Path,
+    split: Split,
+    episodes: Option<usize>,
+    rows: ClosingRows,
+    device: &B::Device,
+) -> anyhow::Result<Stages> {
+    let run = crate::trainer::read_run_config(out)?;
+    let target = run_target(&run.run)?;
+    let settings = crate::trainer::rollout_settings(&run.train);
+    let wasm = run.run["backend"].as_str() != Some("native");
+    let eval = |dir: &Path| compare::<B>(dir, &target, split, episodes, &settings, wasm, device);
+    let trained = eval(&crate::trainer::policy_dir(out))?;
+    let pretrained =
+        run.run["init"].is_null() && run.run["model"].as_str().is_some_and(|m| m != "tiny");
+    let zero_shot = match run.run["model"].as_str() {
+        Some(model) if rows.zero_shot && pretrained => Some(eval(Path::new(model))?.policy),
+        _ => None,
+    };
+    let sft_dir = out.join("sft");
+    let sft = if rows.sft && sft_dir.join("config.json").is_file() {
+        Some(eval(&sft_dir)?.policy)
+    } else {
+        None
+    };
+    Ok(Stages {
+        split,
+        zero_shot,
+        sft,
+        policy: trained.policy,
+        baseline: trained.baseline,
+    })
+}
+
+/// Prints a run's closing table.
+pub fn print_stages(s: &Stages, env: &str) {
+    println!(
+        "{env}, {:?} split, {} episodes (the same for every row)",
+        s.split, s.policy.episodes
+    );
+    println!("            success  95% interval   mean reward  turns  env errors  out of context");
+    let rows = [
+        ("zero-shot", s.zero_shot.as_ref()),
+        ("sft", s.sft.as_ref()),
+        ("trained", Some(&s.policy)),
+        ("baseline", s.baseline.as_ref()),
+    ];
+    for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
+        let (lo, hi) = r.success_ci95;
+        println!(
+            "{name:<10}  {:>7.3}  [{lo:.3}, {hi:.3}]  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
+            r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
+        );
+    }
+    if let Some(ratio) = s.ratio_to_baseline() {
+        println!("trained / baseline success: {ratio:.2}x");
+    }
+}
+
 /// Episodes of an evaluation of an env without a fixed task list, unless asked otherwise.
 pub const DEFAULT_EPISODES: usize = 200;
 

@@ -82,6 +82,14 @@ pub fn save<B: Backend>(
     Ok(())
 }
 
+/// The model config of the checkpoint in `dir`, without its weights.
+pub fn read_config(dir: &Path) -> Result<PolicyConfig> {
+    let path = dir.join(CONFIG);
+    let config = PolicyConfig::load(&path).map_err(|e| checkpoint_error(&path, e))?;
+    config.validate().map_err(|e| checkpoint_error(&path, e))?;
+    Ok(config)
+}
+
 /// Loads a checkpoint saved by [`save`]. A missing, truncated or mismatched file is a
 /// [`PolicyError::Checkpoint`] naming it, never a panic.
 pub fn load<B: Backend>(

