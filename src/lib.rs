@@ -30,6 +30,7 @@ pub use target::EnvTarget;
 
 pub use sandgym_env_api as env_api;
 pub use sandgym_harnesses as harnesses;
+pub use sandgym_openenv as openenv;
 pub use sandgym_policy as policy;
 pub use sandgym_proxy as proxy;
 pub use sandgym_sandbox as sandbox;

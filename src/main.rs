@@ -31,6 +31,8 @@ enum Command {
     Eval(cli::eval::Args),
     /// Serve a policy checkpoint as an OpenAI-compatible chat-completions API.
     ServePolicy(cli::serve::Args),
+    /// Serve an env over OpenEnv's protocol (WebSocket sessions, HTTP, MCP tools).
+    ServeEnv(cli::serve_env::Args),
     /// Record the model calls of unmodified harnesses in front of an OpenAI-compatible server.
     Proxy(cli::proxy::Args),
     /// Train the same policy the env way and the proxy way, and report them side by side.
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
         Command::Sft(args) => cli::sft::run(&args),
         Command::Eval(args) => cli::eval::run(&args),
         Command::ServePolicy(args) => cli::serve::run(&args),
+        Command::ServeEnv(args) => cli::serve_env::run(&args),
         Command::Proxy(args) => cli::proxy::run(&args),
         Command::Compare(args) => cli::compare::run(&args),
         Command::Bench(args) => cli::bench::run(&args),

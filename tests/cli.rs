@@ -951,3 +951,124 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
+/// client modules import) in a venv in the temp dir, or `SANDGYM_OPENENV_PYTHON`. Without
+/// python3 the test fails and says what to install; it never passes by skipping.
+fn openenv_python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SANDGYM_OPENENV_PYTHON") {
+        return p.into();
+    }
+    let venv = std::env::temp_dir().join("sandgym-openenv-venv");
+    let py = venv.join("bin").join("python");
+    let ready = |py: &std::path::PathBuf| {
+        Command::new(py)
+            .args(["-c", "import openenv.core.generic_client"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ready(&py) {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status();
+        assert!(
+            made.is_ok_and(|s| s.success()),
+            "this test needs python3 with venv and pip: install them, e.g. \
+             `apt-get install python3 python3-venv python3-pip`"
+        );
+        let pip = venv.join("bin").join("pip");
+        // The client's import chain, without the server-side extras (gradio and more).
+        for args in [
+            &["install", "--quiet", "--no-deps", "openenv==0.10.0"][..],
+            &[
+                "install",
+                "--quiet",
+                "websockets",
+                "pydantic",
+                "fastapi",
+                "fastmcp>=3,<4",
+                "requests",
+            ],
+        ] {
+            let ok = Command::new(&pip).args(args).status();
+            assert!(
+                ok.is_ok_and(|s| s.success()),
+                "pip {args:?} failed (is the package registry reachable?)"
+            );
+        }
+        assert!(
+            ready(&py),
+            "openenv's client does not import after installing it"
+        );
+    }
+    py
+}
+
+const OPENENV_SCRIPT: &str = r#"
+import json, re, sys, requests
+from openenv.core.generic_client import GenericEnvClient
+url, kind = sys.argv[1], sys.argv[2]
+assert requests.get(url + "/health").json() == {"status": "healthy"}
+meta = requests.get(url + "/metadata").json()
+schema = requests.get(url + "/schema").json()
+assert set(schema) == {"action", "observation", "state"}
+tools = [b["title"] for b in schema["action"]["oneOf"]]
+bad = requests.post(url + "/step", json={"action": {"tool_name": "no_such_tool"}})
+assert bad.status_code == 422, bad.text
+out = {"name": meta["name"], "tools": tools}
+with GenericEnvClient(base_url=url).sync() as env:
+    first = env.reset(seed=3, split="test", episode_id="py-1")
+    assert not first.done and first.reward is None
+    assert first.observation["content"], first.observation
+    try:
+        env.step({"tool_name": "no_such_tool"})
+        raise AssertionError("an unknown tool was accepted")
+    except RuntimeError as e:
+        assert "VALIDATION_ERROR" in str(e), e
+    if kind == "sql":
+        listed = env.step({"tool_name": "list_tables", "parameters": {}})
+        table = re.findall(r"\b[a-z_]+\b", listed.observation["content"])[0]
+        query = "SELECT COUNT(*) FROM " + table
+        ran = env.step({"action": {"tool_name": "run_sql", "parameters": {"query": query}}})
+        assert not ran.done, ran
+        last = env.step({"thought": "count them", "response": query})
+        assert last.done, last
+    else:
+        found = env.step({"type": "call_tool", "tool_name": "search_kb", "arguments": {"query": "returns"}})
+        assert not found.done, found
+        last = env.step({"tool_name": "reply_to_customer", "parameters": {"message": "Could you give me your order number and e-mail?"}})
+    assert isinstance(last.reward, float), last
+    record = last.observation["record"]
+    assert record["instruction"] == first.observation["content"]
+    state = env.state()
+    assert state["step_count"] == 3 if kind == "sql" else 2, state
+    assert state["episode_id"] == "py-1", state
+    out["reward"] = last.reward
+    out["done"] = last.done
+print(json.dumps(out))
+"#;
+
+/// OpenEnv's own Python client drives `sandgym serve-env` unchanged: the SQL and support
+/// envs in the WASM sandbox over its WebSocket protocol, and the HTTP endpoints beside it.
+#[test]
+fn openenv_python_client_drives_served_envs() {
+    let py = openenv_python();
+    for (env, kind) in [("sql-agent-v0", "sql"), ("customer-service-v0", "support")] {
+        let (_server, url) = spawn(&["serve-env", "--env", env, "--port", "0"]);
+        assert!(url.starts_with("http://"), "{url}");
+        let out = Command::new(&py)
+            .args(["-c", OPENENV_SCRIPT, &url, kind])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{env}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["name"], env, "{v}");
+        assert!(v["reward"].is_number(), "{v}");
+    }
+}

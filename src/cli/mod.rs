@@ -9,5 +9,6 @@ pub mod model;
 pub mod proxy;
 pub mod run;
 pub mod serve;
+pub mod serve_env;
 pub mod sft;
 pub mod train;
