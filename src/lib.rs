@@ -66,14 +66,27 @@ pub fn bundled_guest(id: &str) -> Option<Guest> {
     registry::bundled(id).and_then(|b| Guest::find(b.guest))
 }
 
-/// Builds an env: a registered id natively or in the shared [`sandbox::Sandbox`], or a guest
-/// component file (a `.wasm` path) in the sandbox, made with `config`.
+/// How long a remote env may take to answer one request.
+pub const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Builds an env: a registered id natively or in the shared [`sandbox::Sandbox`], a guest
+/// component file (a `.wasm` path) in the sandbox, made with `config`, or a remote env served
+/// over OpenEnv's protocol (`ws://host:port`, `http://host:port`: one session per env).
 pub fn make_env(
     id: &str,
     backend: Backend,
     config: &Map<String, Value>,
 ) -> env_api::Result<BoxEnv> {
     register_builtin_envs();
+    if openenv::is_remote(id) {
+        if !config.is_empty() {
+            return Err(EnvError::InvalidConfig {
+                reason: format!("{id} is a remote env: configure it where it is served"),
+            });
+        }
+        let env = openenv::RemoteEnv::connect(id, REMOTE_TIMEOUT)?;
+        return Ok(Box::new(env));
+    }
     if target::is_guest_file(id) {
         if backend == Backend::Native {
             return Err(EnvError::InvalidConfig {

@@ -124,8 +124,12 @@ impl EnvTarget {
         Ok(self.spec()?.id.name.clone())
     }
 
-    /// A short label for run directories: the id, or a guest file's stem.
+    /// A short label for run directories: the id, a guest file's stem, or a remote env's id
+    /// as its server gives it.
     pub fn label(&self) -> String {
+        if crate::openenv::is_remote(&self.env) {
+            return self.id().unwrap_or_else(|_| "remote".into());
+        }
         if self.is_file() {
             Path::new(&self.env)
                 .file_stem()

@@ -1072,3 +1072,67 @@ fn openenv_python_client_drives_served_envs() {
         assert!(v["reward"].is_number(), "{v}");
     }
 }
+
+/// `--env ws://…`: `run` plays a separate `serve-env` process's episodes exactly as it plays
+/// the env locally, and `train` trains on them.
+#[test]
+fn run_and_train_on_an_env_served_by_another_process() {
+    let (_sql, sql_url) = spawn(&["serve-env", "--env", "sql-agent-v0", "--port", "0"]);
+    let ws = sql_url.replacen("http://", "ws://", 1);
+    let play = |env: &str| {
+        let out = sandgym(&[
+            "run",
+            "--env",
+            env,
+            "--agent",
+            "baseline",
+            "--split",
+            "test",
+            "--episodes",
+            "12",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (remote, local) = (play(&ws), play("sql-agent-v0"));
+    for key in ["mean_reward", "success_rate", "mean_steps"] {
+        assert_eq!(remote[key], local[key], "{key}: {remote} vs {local}");
+    }
+
+    let (_guess, guess_url) = spawn(&["serve-env", "--env", "guess-number-v0", "--port", "0"]);
+    let out = tmp("remote-train");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 3}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "train",
+        "--env",
+        &guess_url,
+        "--model",
+        "tiny",
+        "--algo",
+        "grpo",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+    assert_eq!(first["episodes"], 8, "{first}");
+    assert_eq!(first["env_errors"], 0, "{first}");
+}

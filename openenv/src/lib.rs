@@ -21,6 +21,10 @@
 //! "list_tools"}`); observations carry the env's text and info and, after a step, the step's
 //! Agent Template record ([`protocol`]).
 //!
+//! [`RemoteEnv`] is the other side: an [`Env`](sandgym_env_api::Env) whose episodes run on
+//! such a server (`GET /spec`, a sandgym extension, gives it the env's full spec; for another
+//! OpenEnv server the spec is built from `/metadata` and the MCP tool list).
+//!
 //! Limits ([`ServeConfig`]): most concurrent sessions (then `CAPACITY_REACHED`), an idle
 //! timeout, the largest message; each env keeps its own limits (the sandbox's CPU and memory
 //! per call). A frame, a body or an env that fails answers with a typed error; nothing a
@@ -31,12 +35,14 @@
 
 #![deny(missing_docs)]
 
+pub mod client;
 mod error;
 pub mod protocol;
 pub mod schema;
 mod server;
 mod session;
 
+pub use client::{RemoteEnv, is_remote};
 pub use error::ServeError;
 pub use protocol::{ErrorCode, WireError};
 pub use server::{EnvFactory, EnvServer, ServeConfig};

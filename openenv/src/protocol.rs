@@ -8,7 +8,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use sandgym_env_api::{Action, Done, EnvError, Observation, ResetOptions, Split, StepRecord};
+use sandgym_env_api::{
+    Action, Done, EnvError, ErrorKind, Observation, ResetOptions, Split, StepRecord,
+};
 
 /// The error codes of OpenEnv's `WSErrorCode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -37,6 +39,9 @@ pub struct WireError {
     pub code: ErrorCode,
     /// What went wrong, for the client's user.
     pub message: String,
+    /// The env error's class, when an env error caused it (a sandgym extension of the error
+    /// frame, `data.kind`, so that a remote env reports errors as a local one would).
+    pub kind: Option<ErrorKind>,
 }
 
 impl WireError {
@@ -45,6 +50,7 @@ impl WireError {
         Self {
             code,
             message: message.into(),
+            kind: None,
         }
     }
 
@@ -65,12 +71,19 @@ impl WireError {
             | EnvError::InvalidNarrowing { .. } => ErrorCode::ValidationError,
             _ => ErrorCode::ExecutionError,
         };
-        Self::new(code, e.to_string())
+        Self {
+            kind: Some(e.kind()),
+            ..Self::new(code, e.to_string())
+        }
     }
 
     /// The `data` of an error frame.
     pub fn to_data(&self) -> Value {
-        json!({"message": self.message, "code": self.code})
+        let mut data = json!({"message": self.message, "code": self.code});
+        if let Some(kind) = self.kind {
+            data["kind"] = json!(kind);
+        }
+        data
     }
 }
 

@@ -216,6 +216,10 @@ fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/metadata", get(metadata))
         .route("/schema", get(schema))
+        .route(
+            "/spec",
+            get(|State(s): State<Arc<Shared>>| async move { axum::Json(s.spec.clone()) }),
+        )
         .route("/openapi.json", get(openapi))
         .route("/state", get(http_state))
         .route("/reset", post(http_reset))

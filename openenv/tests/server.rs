@@ -470,3 +470,45 @@ fn absurd_settings_are_refused() {
     let e = EnvServer::start(failing, ServeConfig::default()).unwrap_err();
     assert!(e.to_string().contains("no such database"), "{e}");
 }
+
+#[test]
+fn a_remote_env_keeps_the_env_contract_over_the_protocol() {
+    use sandgym_env_api::{ErrorKind, check_env};
+    use sandgym_openenv::RemoteEnv;
+    let server = start(ServeConfig::default());
+    let url = format!("ws://{}", server.addr());
+    let mut env = RemoteEnv::connect(&url, Duration::from_secs(30)).expect("connects");
+    assert_eq!(env.spec(), &GuessNumber::with_max(8).spec().clone());
+    let report = check_env(&mut env);
+    assert!(report.is_ok(), "{report:?}");
+    // Errors keep their class across the wire.
+    env.reset(1, &ResetOptions::default()).unwrap();
+    let e = env.step(&Action::tool("fly", json!({}))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidAction, "{e}");
+    // An episode plays as locally: the same observations and rewards for the same seed.
+    let mut local = GuessNumber::with_max(8);
+    for seed in [0, 5] {
+        let a = env.reset(seed, &ResetOptions::default()).unwrap();
+        let b = local.reset(seed, &ResetOptions::default()).unwrap();
+        assert_eq!(a.content, b.content);
+        for n in 1..=8 {
+            let guess = Action::tool("guess", json!({"number": n}));
+            let (a, b) = (env.step(&guess).unwrap(), local.step(&guess).unwrap());
+            assert_eq!(
+                (a.content, env.reward(), env.done()),
+                (b.content, local.reward(), local.done())
+            );
+            if local.done().is_done() {
+                break;
+            }
+        }
+    }
+    drop(server);
+    let e = env.reset(0, &ResetOptions::default()).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        ErrorKind::Episode,
+        "a server that is gone fails the call: {e}"
+    );
+    assert!(RemoteEnv::connect("ws://127.0.0.1:1", Duration::from_secs(5)).is_err());
+}
