@@ -953,9 +953,15 @@ impl Drop for KillOnDrop {
 }
 
 /// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
-/// client modules import) in a venv in the temp dir, or `SANDGYM_OPENENV_PYTHON`. Without
+/// client modules import) and `kubernetes-validate` in a venv in the temp dir, or `SANDGYM_OPENENV_PYTHON`. Without
 /// python3 the test fails and says what to install; it never passes by skipping.
 fn openenv_python() -> std::path::PathBuf {
+    // Tests run in parallel threads: the first one makes the venv, the others wait for it.
+    static PYTHON: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_openenv_python).clone()
+}
+
+fn make_openenv_python() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("SANDGYM_OPENENV_PYTHON") {
         return p.into();
     }
@@ -963,7 +969,10 @@ fn openenv_python() -> std::path::PathBuf {
     let py = venv.join("bin").join("python");
     let ready = |py: &std::path::PathBuf| {
         Command::new(py)
-            .args(["-c", "import openenv.core.generic_client"])
+            .args([
+                "-c",
+                "import openenv.core.generic_client, kubernetes_validate",
+            ])
             .status()
             .is_ok_and(|s| s.success())
     };
@@ -990,6 +999,8 @@ fn openenv_python() -> std::path::PathBuf {
                 "fastmcp>=3,<4",
                 "requests",
             ],
+            // The deployment manifests' checker (Kubernetes' schemas, offline).
+            &["install", "--quiet", "kubernetes-validate"],
         ] {
             let ok = Command::new(&pip).args(args).status();
             assert!(
@@ -1017,6 +1028,11 @@ tools = [b["title"] for b in schema["action"]["oneOf"]]
 bad = requests.post(url + "/step", json={"action": {"tool_name": "no_such_tool"}})
 assert bad.status_code == 422, bad.text
 out = {"name": meta["name"], "tools": tools}
+# What `openenv validate URL` checks of a running server.
+from openenv.cli._validation import validate_running_environment
+report = validate_running_environment(url)
+assert report["passed"] and report["mode"] == "simulation", json.dumps(report)
+out["validated"] = report["summary"]["passed_count"]
 with GenericEnvClient(base_url=url).sync() as env:
     first = env.reset(seed=3, split="test", episode_id="py-1")
     assert not first.done and first.reward is None
@@ -1070,6 +1086,7 @@ fn openenv_python_client_drives_served_envs() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["name"], env, "{v}");
         assert!(v["reward"].is_number(), "{v}");
+        assert!(v["validated"].as_u64() >= Some(6), "{v}");
     }
 }
 
@@ -1135,4 +1152,30 @@ fn run_and_train_on_an_env_served_by_another_process() {
     let first: serde_json::Value = serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
     assert_eq!(first["episodes"], 8, "{first}");
     assert_eq!(first["env_errors"], 0, "{first}");
+}
+
+/// The Kubernetes manifests for env hosts are valid against Kubernetes' own schemas.
+#[test]
+fn deployment_manifests_validate() {
+    let py = openenv_python();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/k8s");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let out = Command::new(&py)
+        .args(["-m", "kubernetes_validate", "--strict"])
+        .args(&files)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("passed for resource").count(), 3, "{text}");
 }
