@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use sandgym_env_api::{
-    Action, Done, EnvError, ErrorKind, Observation, ResetOptions, Split, StepRecord,
+    Action, ActionBody, Done, EnvError, ErrorKind, Observation, ResetOptions, Split, StepRecord,
+    ToolCall,
 };
 
 /// The error codes of OpenEnv's `WSErrorCode`.
@@ -275,7 +276,7 @@ impl StepRequest {
                 only_keys(&object, &["tool_name", "arguments"])?;
                 let name = tool_name(&object)?;
                 let arguments = object.remove("arguments").unwrap_or(json!({}));
-                return Ok(Self::Act(Action::tool(name, arguments)));
+                return Ok(Self::Act(tool_action(name, arguments)?));
             }
             Some(other) => {
                 return Err(WireError::invalid(format!(
@@ -297,13 +298,24 @@ impl StepRequest {
             };
             let parameters = object.remove("parameters").unwrap_or(json!({}));
             return Ok(Self::Act(
-                Action::tool(name, parameters).with_thought(thought),
+                tool_action(name, parameters)?.with_thought(thought),
             ));
         }
         Action::from_value(Value::Object(object))
             .map(Self::Act)
             .map_err(invalid)
     }
+}
+
+/// A tool call from a client's name and parameters; parameters that are not an object (or
+/// `null`) are a `VALIDATION_ERROR`, never a panic.
+pub fn tool_action(name: String, parameters: Value) -> Result<Action, WireError> {
+    let call =
+        ToolCall::try_new(name, parameters).map_err(|e| WireError::invalid(e.to_string()))?;
+    Ok(Action {
+        thought: String::new(),
+        body: ActionBody::ToolCall(call),
+    })
 }
 
 fn tool_name(object: &Map<String, Value>) -> Result<String, WireError> {

@@ -10,7 +10,7 @@ use sandgym_env_api::{Action, BoxEnv, Done, StepRecord};
 
 use crate::protocol::{
     ErrorCode, ResetRequest, RpcRequest, StepRequest, WireError, ended, reset_data, rpc, rpc_error,
-    rpc_result, step_data,
+    rpc_result, step_data, tool_action,
 };
 use crate::schema::mcp_tools;
 use crate::server::Shared;
@@ -174,7 +174,11 @@ impl Session {
                     .get("arguments")
                     .cloned()
                     .unwrap_or(json!({}));
-                match self.act(&Action::tool(name, arguments)) {
+                let action = match tool_action(name.to_owned(), arguments) {
+                    Ok(action) => action,
+                    Err(e) => return rpc_error(id, rpc::INVALID_PARAMS, e.message),
+                };
+                match self.act(&action) {
                     Ok(record) => rpc_result(
                         id,
                         json!({

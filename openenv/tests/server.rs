@@ -337,6 +337,15 @@ async fn mcp_lists_and_calls_the_env_tools_over_the_websocket() {
     assert!(["higher", "lower", "correct"].contains(&text), "{call}");
     let bad = ask(&mut ws, rpc(3, "tools/call", json!({"name": "fly"}))).await;
     assert_eq!(bad["data"]["result"]["isError"], true, "{bad}");
+    let shapeless = ask(
+        &mut ws,
+        rpc(6, "tools/call", json!({"name": "guess", "arguments": 7})),
+    )
+    .await;
+    assert_eq!(shapeless["data"]["error"]["code"], -32602, "{shapeless}");
+    let odd = json!({"type": "call_tool", "tool_name": "guess", "arguments": [1]});
+    let answer = ask(&mut ws, json!({"type": "step", "data": odd})).await;
+    assert_eq!(code(&answer), "VALIDATION_ERROR", "{answer}");
     let unknown = ask(&mut ws, rpc(4, "tools/dance", json!({}))).await;
     assert_eq!(unknown["data"]["error"]["code"], -32601);
     let malformed = ask(&mut ws, json!({"type": "mcp", "data": {"id": 5}})).await;
@@ -427,7 +436,14 @@ fn the_http_endpoints_answer_as_openenv_does() {
     assert_eq!(status, 422);
     let (status, answer) = http("GET", &url("/nowhere"), None);
     assert_eq!((status, &answer["detail"]), (404, &json!("Not Found")));
-    let (status, _) = http("POST", &url("/reset"), Some(&"x".repeat(2 << 20)));
+    // A body over the limit (small, so that the client finishes writing it before the
+    // server answers).
+    let small = start(ServeConfig {
+        max_message_bytes: 4096,
+        ..ServeConfig::default()
+    });
+    let too_big = format!("{{\"pad\": \"{}\"}}", "x".repeat(10_000));
+    let (status, _) = http("POST", &format!("{}/reset", small.url()), Some(&too_big));
     assert_eq!(status, 413, "a body over the limit");
 
     let list = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
