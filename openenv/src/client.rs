@@ -21,10 +21,17 @@ pub fn is_remote(env: &str) -> bool {
         .any(|p| env.starts_with(p))
 }
 
-/// An env served over OpenEnv's protocol, one WebSocket session per instance.
+/// An env served over OpenEnv's protocol, one WebSocket session per instance. A session the
+/// server ended (idle too long) or a dropped connection is opened again on the next reset; a
+/// server that cannot be reached fails that call with an episode error.
 pub struct RemoteEnv {
     spec: EnvSpec,
     socket: WebSocket<MaybeTlsStream<TcpStream>>,
+    ws: String,
+    timeout: Duration,
+    /// The session is gone (the connection failed, or the server ended it, e.g. for idling):
+    /// the next reset opens a new one.
+    broken: bool,
     /// Whether the server is sandgym's (Agent Template actions, typed error kinds).
     native: bool,
     last: Observation,
@@ -118,6 +125,19 @@ fn fetch_spec(agent: &ureq::Agent, http: &str) -> Result<(EnvSpec, bool), EnvErr
     Ok((spec, false))
 }
 
+/// A WebSocket to `ws` whose reads and writes give up after `timeout`.
+fn open(ws: &str, timeout: Duration) -> Result<WebSocket<MaybeTlsStream<TcpStream>>, EnvError> {
+    let (mut socket, _) = tungstenite::connect(ws)
+        .map_err(|e| remote(ErrorKind::Episode, format!("cannot connect to {ws}: {e}")))?;
+    if let MaybeTlsStream::Plain(stream) = socket.get_mut() {
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| other(format!("{ws}: {e}")))?;
+    }
+    Ok(socket)
+}
+
 fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
@@ -144,17 +164,13 @@ impl RemoteEnv {
             .build()
             .into();
         let (spec, native) = fetch_spec(&agent, &http)?;
-        let (mut socket, _) =
-            tungstenite::connect(&ws).map_err(|e| other(format!("cannot connect to {ws}: {e}")))?;
-        if let MaybeTlsStream::Plain(stream) = socket.get_mut() {
-            stream
-                .set_read_timeout(Some(timeout))
-                .and_then(|()| stream.set_write_timeout(Some(timeout)))
-                .map_err(|e| other(format!("{ws}: {e}")))?;
-        }
+        let socket = open(&ws, timeout)?;
         Ok(Self {
             spec,
             socket,
+            ws,
+            timeout,
+            broken: false,
             native,
             last: Observation::default(),
             reward: 0.0,
@@ -165,6 +181,17 @@ impl RemoteEnv {
     /// Sends one message and returns its answer's `data`; an error frame is the env error it
     /// stands for.
     fn ask(&mut self, message: Value) -> Result<Value, EnvError> {
+        let text = match self.exchange(&message) {
+            Ok(text) => text,
+            Err(e) => {
+                self.broken = true;
+                return Err(e);
+            }
+        };
+        self.answer(&text)
+    }
+
+    fn exchange(&mut self, message: &Value) -> Result<tungstenite::Utf8Bytes, EnvError> {
         let lost = |e: tungstenite::Error| {
             remote(
                 ErrorKind::Episode,
@@ -174,9 +201,9 @@ impl RemoteEnv {
         self.socket
             .send(Message::text(message.to_string()))
             .map_err(lost)?;
-        let text = loop {
+        loop {
             match self.socket.read().map_err(lost)? {
-                Message::Text(t) => break t,
+                Message::Text(t) => return Ok(t),
                 Message::Close(_) => {
                     return Err(remote(
                         ErrorKind::Episode,
@@ -185,12 +212,18 @@ impl RemoteEnv {
                 }
                 _ => continue,
             }
-        };
-        let answer: Value = serde_json::from_str(text.as_str())
+        }
+    }
+
+    fn answer(&mut self, text: &str) -> Result<Value, EnvError> {
+        let answer: Value = serde_json::from_str(text)
             .map_err(|e| remote(ErrorKind::Episode, format!("the server sent bad JSON: {e}")))?;
         if answer["type"] == "error" {
             let data = &answer["data"];
             let message = data["message"].as_str().unwrap_or("no message").to_owned();
+            if data["code"] == "SESSION_ERROR" {
+                self.broken = true;
+            }
             let kind = match (data["kind"].as_str(), data["code"].as_str()) {
                 (Some(k), _) => serde_json::from_value(json!(k)).unwrap_or(ErrorKind::Other),
                 (None, Some("VALIDATION_ERROR")) => ErrorKind::InvalidAction,
@@ -256,7 +289,16 @@ impl Env for RemoteEnv {
             // Another server knows only the keys of OpenEnv's ResetRequest.
             data = json!({"seed": seed});
         }
-        let answer = self.ask(json!({"type": "reset", "data": data}))?;
+        let message = json!({"type": "reset", "data": data});
+        let answer = match self.ask(message.clone()) {
+            // A session the server ended (idle too long) or a dropped connection: a new one.
+            Err(_) if self.broken => {
+                self.socket = open(&self.ws, self.timeout)?;
+                self.broken = false;
+                self.ask(message)?
+            }
+            answer => answer?,
+        };
         let observation = self.take_observation(&answer);
         self.reward = 0.0;
         self.done = Done::Running;

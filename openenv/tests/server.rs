@@ -528,3 +528,27 @@ fn a_remote_env_keeps_the_env_contract_over_the_protocol() {
     );
     assert!(RemoteEnv::connect("ws://127.0.0.1:1", Duration::from_secs(5)).is_err());
 }
+
+#[test]
+fn a_remote_env_opens_a_new_session_when_the_server_ended_an_idle_one() {
+    use sandgym_openenv::RemoteEnv;
+    let server = start(ServeConfig {
+        idle_timeout: Duration::from_millis(200),
+        ..ServeConfig::default()
+    });
+    let url = format!("ws://{}", server.addr());
+    let mut env = RemoteEnv::connect(&url, Duration::from_secs(30)).expect("connects");
+    let first = env.reset(4, &ResetOptions::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // The server has closed the idle session; a step cannot go on, a reset starts afresh.
+    assert!(
+        env.step(&Action::tool("guess", json!({"number": 4})))
+            .is_err()
+    );
+    let again = env
+        .reset(4, &ResetOptions::default())
+        .expect("a new session");
+    assert_eq!(first.content, again.content);
+    env.step(&Action::tool("guess", json!({"number": 4})))
+        .expect("the new session plays");
+}
