@@ -9,7 +9,7 @@ use anyhow::Context;
 use sandgym::EnvTarget;
 use sandgym::env_api::Split;
 use sandgym::evaluation::{compare, print, run_target};
-use sandgym::policy::{DeviceKind, OnDevice};
+use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
 use sandgym::trainer::{Algo, policy_dir, read_run_config, rollout_settings};
 use sandgym::training::preset;
 
@@ -64,9 +64,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         (None, Some(Err(e))) => anyhow::bail!("give --env: the checkpoint is not a run ({e})"),
         (None, None) => anyhow::bail!("give --env"),
     };
+    // Otherwise the env's preset for the kind of model: pretrained when `--model` names one or
+    // the checkpoint records the base model it was tuned from.
+    let pretrained = match (&args.checkpoint, &args.model) {
+        (_, Some(model)) => model != "tiny",
+        (Some(dir), None) => checkpoint::read_config(&policy_dir(dir))
+            .map(|c| c.base.is_some())
+            .unwrap_or(false),
+        (None, None) => false,
+    };
     let settings = match run {
         Some(Ok(run)) => rollout_settings(&run.train),
-        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo, args.model.is_some())),
+        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo, pretrained)),
     };
     let spec = match (&args.checkpoint, &args.model) {
         (Some(dir), _) => policy_dir(dir).display().to_string(),
