@@ -235,6 +235,21 @@ impl<B: AutodiffBackend> Learner<B> {
         }
     }
 
+    /// The trained model's pass over `part`, with gradient (from the first action on when the
+    /// prompt is detached).
+    fn train_pass(&self, part: &[&Sample]) -> (Output<B>, Tensors<B>) {
+        let (out, t, _) = pass(
+            &self.model,
+            part,
+            self.passes.detach_prompt,
+            self.vocab,
+            &self.device,
+            || self.model.valid().for_inference(),
+            constant_cache::<B>,
+        );
+        (out, t)
+    }
+
     /// One optimiser step of the RL objective on `samples` (in passes of
     /// [`Passes::micro_batch`] episodes whose gradients add up to the minibatch's).
     pub fn rl_step(&mut self, samples: &[&Sample], config: &TrainConfig) -> StepStats {
@@ -250,15 +265,7 @@ impl<B: AutodiffBackend> Learner<B> {
         let share =
             |l: Tensor<B, 2>, m: Tensor<B, 2>| scalar((l * m).sum()) / whole.tokens.max(1.0);
         for part in self.parts(samples) {
-            let (out, t, _) = pass(
-                &self.model,
-                part,
-                self.passes.detach_prompt,
-                self.vocab,
-                &self.device,
-                || self.model.valid().for_inference(),
-                constant_cache::<B>,
-            );
+            let (out, t) = self.train_pass(part);
             let rows = row_log_softmax(out.logits, &t, config.temperature);
             let logp = picked(rows.clone(), &t);
             let (pg, clipped) = ppo_loss(
@@ -317,15 +324,7 @@ impl<B: AutodiffBackend> Learner<B> {
         let mut acc = GradientsAccumulator::<PolicyModel<B>>::new();
         let mut total = 0.0;
         for part in self.parts(samples) {
-            let (out, t, _) = pass(
-                &self.model,
-                part,
-                self.passes.detach_prompt,
-                self.vocab,
-                &self.device,
-                || self.model.valid().for_inference(),
-                constant_cache::<B>,
-            );
+            let (out, t) = self.train_pass(part);
             let logp = target_logprobs(out.logits, &t, 1.0);
             let loss = (logp * t.mask)
                 .sum()

@@ -69,6 +69,28 @@ pub struct SqlConfig {
     pub max_rows_shown: Option<usize>,
 }
 
+impl SqlConfig {
+    /// Reads a registry configuration object; unknown keys and wrong types are errors.
+    pub fn from_map(config: &Map<String, Value>) -> Result<Self> {
+        serde_json::from_value(Value::Object(config.clone())).map_err(|e| EnvError::InvalidConfig {
+            reason: format!("sql-agent: {e}"),
+        })
+    }
+
+    /// The tasks this configuration names: its task file over its databases, or the bundled
+    /// tasks (`databases` without `tasks_jsonl` is an error).
+    pub fn task_set(&self) -> Result<TaskSet> {
+        match &self.tasks_jsonl {
+            Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &self.databases),
+            None if !self.databases.is_empty() => Err(EnvError::InvalidConfig {
+                reason: "sql-agent: `databases` needs `tasks_jsonl` (the questions about them)"
+                    .into(),
+            }),
+            None => Ok(tasks::bundled()),
+        }
+    }
+}
+
 /// The largest query text accepted, in characters.
 pub const MAX_QUERY_CHARS: u64 = 2000;
 const DEFAULT_ROWS_SHOWN: usize = 20;
@@ -122,31 +144,14 @@ impl SqlAgentEnv {
 
     /// Builds from a registry configuration object (see [`SqlConfig`]).
     pub fn from_config(config: &Map<String, Value>) -> Result<Self> {
-        let config: SqlConfig =
-            serde_json::from_value(Value::Object(config.clone())).map_err(|e| {
-                EnvError::InvalidConfig {
-                    reason: format!("sql-agent: {e}"),
-                }
-            })?;
-        Self::with_config(config)
+        Self::with_config(SqlConfig::from_map(config)?)
     }
 
     /// Builds with a typed configuration. Every database is built once here; a user task file
     /// is validated (its gold queries must run).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
-        let (tasks, validate) = match &config.tasks_jsonl {
-            Some(text) => (
-                TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
-                true,
-            ),
-            None if !config.databases.is_empty() => {
-                return Err(EnvError::InvalidConfig {
-                    reason: "sql-agent: `databases` needs `tasks_jsonl` (the questions about them)"
-                        .into(),
-                });
-            }
-            None => (tasks::bundled(), false),
-        };
+        let tasks = config.task_set()?;
+        let validate = config.tasks_jsonl.is_some();
         let mut images = BTreeMap::new();
         for (name, sql) in &tasks.databases {
             let image = engine::build(sql).map_err(|e| EnvError::InvalidConfig {

@@ -2,11 +2,11 @@
 
 use std::collections::HashMap;
 
-use sandgym_env_api::{Action, EnvError, Observation, Result};
+use sandgym_env_api::{Action, Observation, Result};
 use serde_json::{Map, Value};
 
 use crate::SqlConfig;
-use crate::tasks::{self, TaskSet};
+use crate::tasks::TaskSet;
 
 /// Plays the gold solution of each task: it runs the task's gold query once (as an agent
 /// checking its answer would), then answers with it. Its episodes are demonstrations for a
@@ -35,16 +35,7 @@ pub struct SqlGold {
 impl SqlGold {
     /// The demonstrator of the tasks of an env configuration (see [`SqlConfig`]).
     pub fn from_config(config: &Map<String, Value>) -> Result<Self> {
-        let config: SqlConfig =
-            serde_json::from_value(Value::Object(config.clone())).map_err(|e| {
-                EnvError::InvalidConfig {
-                    reason: format!("sql-agent: {e}"),
-                }
-            })?;
-        let set = match &config.tasks_jsonl {
-            Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
-            None => tasks::bundled(),
-        };
+        let set = SqlConfig::from_map(config)?.task_set()?;
         Ok(Self::new(&set))
     }
 
