@@ -89,12 +89,12 @@ fn train(iters: u32, out: &std::path::Path) -> anyhow::Result<Vec<f64>> {
         }))
     });
     let mut config = TrainConfig::for_algo(Algo::Grpo);
-    config.iters = iters;
-    config.tasks_per_iter = 16;
-    config.group_size = 4;
-    config.max_turns = 1;
-    config.max_new_tokens = 16;
-    config.lr = 3e-3;
+    config.schedule.iters = iters;
+    config.rollout.tasks_per_iter = 16;
+    config.rollout.group_size = 4;
+    config.rollout.max_turns = 1;
+    config.rollout.max_new_tokens = 16;
+    config.optimiser.lr = 3e-3;
     let mut plan = RunPlan::new(EnvTarget::new("larger-v0"), config);
     plan.backend = Backend::Native;
     let mut trainer = new_run::<CpuTrain>(out, plan, Default::default())?;

@@ -196,15 +196,15 @@ impl ProxySettings {
     /// server would refuse the prompt.
     pub fn for_config(config: &TrainConfig, concurrency: usize) -> Self {
         let mut harness = HarnessConfig::new("http://unset/v1");
-        harness.temperature = config.temperature;
-        harness.max_tokens = config.max_new_tokens as u32;
-        harness.max_turns = (config.max_turns as usize).max(4);
-        harness.history_chars = config.max_context * 2;
+        harness.temperature = config.rollout.temperature;
+        harness.max_tokens = config.rollout.max_new_tokens as u32;
+        harness.max_turns = (config.rollout.max_turns as usize).max(4);
+        harness.history_chars = config.rollout.max_context * 2;
         Self {
             concurrency,
             harness,
             limits: rollout_settings(config).limits,
-            max_context: config.max_context * 2,
+            max_context: config.rollout.max_context * 2,
         }
     }
 }

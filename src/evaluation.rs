@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use burn::tensor::backend::Backend as BurnBackend;
 use serde::Serialize;
 
@@ -107,17 +106,16 @@ pub fn closing<B: BurnBackend>(
     rows: ClosingRows,
     device: &B::Device,
 ) -> anyhow::Result<Stages> {
-    let run = crate::trainer::read_run_config(out)?;
-    let target = run_target(&run.run)?;
+    let run = crate::RunMeta::read(out)?;
+    let target = run.run.target();
     let settings = crate::trainer::rollout_settings(&run.train);
-    let wasm = run.run["backend"].as_str() != Some("native");
+    let wasm = run.run.backend == crate::Backend::Wasm;
     let eval = |dir: &Path| compare::<B>(dir, &target, split, episodes, &settings, wasm, device);
     let trained = eval(&crate::trainer::policy_dir(out))?;
-    let pretrained =
-        run.run["init"].is_null() && run.run["model"].as_str().is_some_and(|m| m != "tiny");
-    let zero_shot = match run.run["model"].as_str() {
-        Some(model) if rows.zero_shot && pretrained => Some(eval(Path::new(model))?.policy),
-        _ => None,
+    let zero_shot = if rows.zero_shot && run.run.pretrained() {
+        Some(eval(Path::new(&run.run.model))?.policy)
+    } else {
+        None
     };
     let sft_dir = out.join("sft");
     let sft = if rows.sft && sft_dir.join("config.json").is_file() {
@@ -140,23 +138,42 @@ pub fn print_stages(s: &Stages, env: &str) {
         "{env}, {:?} split, {} episodes (the same for every row)",
         s.split, s.policy.episodes
     );
-    println!("            success  95% interval   mean reward  turns  env errors  out of context");
     let rows = [
         ("zero-shot", s.zero_shot.as_ref()),
         ("sft", s.sft.as_ref()),
         ("trained", Some(&s.policy)),
         ("baseline", s.baseline.as_ref()),
     ];
-    for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
-        let (lo, hi) = r.success_ci95;
-        println!(
-            "{name:<10}  {:>7.3}  [{lo:.3}, {hi:.3}]  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
-            r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
-        );
-    }
+    println!("{}", report_table(&rows));
     if let Some(ratio) = s.ratio_to_baseline() {
         println!("trained / baseline success: {ratio:.2}x");
     }
+}
+
+/// The rows that are there, one evaluation each.
+fn report_table(rows: &[(&str, Option<&EvalReport>)]) -> comfy_table::Table {
+    let mut table = crate::table::new(&[
+        "",
+        "success",
+        "95% interval",
+        "mean reward",
+        "turns",
+        "env errors",
+        "out of context",
+    ]);
+    for (name, r) in rows.iter().filter_map(|(n, r)| Some((n, (*r)?))) {
+        let (lo, hi) = r.success_ci95;
+        table.add_row(vec![
+            name.to_string(),
+            format!("{:.3}", r.success_rate),
+            format!("[{lo:.3}, {hi:.3}]"),
+            format!("{:.3}", r.mean_reward),
+            format!("{:.2}", r.mean_turns),
+            r.env_errors.to_string(),
+            r.out_of_context.to_string(),
+        ]);
+    }
+    table
 }
 
 /// Episodes of an evaluation of an env without a fixed task list, unless asked otherwise.
@@ -168,34 +185,15 @@ pub fn print(c: &Comparison, env: &str, split: Split) {
         "{env}, {split:?} split, {} episodes (the same for both)",
         c.policy.episodes
     );
-    println!("            success  95% interval   mean reward  turns  env errors  out of context");
     let rows = [
         ("policy", Some(&c.policy)),
         ("baseline", c.baseline.as_ref()),
     ];
-    for (name, r) in rows.into_iter().filter_map(|(n, r)| Some((n, r?))) {
-        let (lo, hi) = r.success_ci95;
-        println!(
-            "{name:<10}  {:>7.3}  [{lo:.3}, {hi:.3}]  {:>11.3}  {:>5.2}  {:>10}  {:>14}",
-            r.success_rate, r.mean_reward, r.mean_turns, r.env_errors, r.out_of_context
-        );
-    }
+    println!("{}", report_table(&rows));
     if c.policy.prompt_too_long > 0 {
         println!(
             "{} episodes played no turn: their first prompt does not fit the model's context",
             c.policy.prompt_too_long
         );
     }
-}
-
-/// The env a run was trained on, with its configuration (`env` and `env_config` in the run's
-/// `config.json`).
-pub fn run_target(run: &serde_json::Value) -> anyhow::Result<EnvTarget> {
-    let env = run["env"].as_str().context("config.json names no env")?;
-    let config = match run.get("env_config") {
-        Some(serde_json::Value::Object(map)) => map.clone(),
-        None | Some(serde_json::Value::Null) => Default::default(),
-        Some(other) => anyhow::bail!("config.json: env_config is not an object: {other}"),
-    };
-    Ok(EnvTarget::with_config(env, config))
 }

@@ -19,15 +19,20 @@ use serde_json::{Map, Value};
 pub mod agents;
 pub mod approach;
 pub mod chat_agent;
+pub mod comparison;
 pub mod evaluation;
 pub mod progress;
 pub mod registry;
+pub mod run_meta;
 pub mod service;
+pub mod table;
 pub mod target;
 pub mod training;
 
+pub use run_meta::{EpisodeSource, RunMeta};
 pub use target::EnvTarget;
 
+pub use sandgym_chat_api as chat_api;
 pub use sandgym_env_api as env_api;
 pub use sandgym_harnesses as harnesses;
 pub use sandgym_openenv as openenv;
@@ -44,7 +49,18 @@ use sandgym_guest_artifacts::Guest;
 struct ReadmeDoctests;
 
 /// Where an env runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// In this process, as ordinary Rust.
     Native,

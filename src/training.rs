@@ -30,7 +30,7 @@ use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig
 /// let c = preset("sql-agent-v0", Algo::Grpo, false);
 /// assert_eq!(c.algo, Algo::Grpo);
 /// assert!(c.sft.episodes > 0);
-/// assert!(preset("sql-agent-v0", Algo::Grpo, true).passes.detach_prompt);
+/// assert!(preset("sql-agent-v0", Algo::Grpo, true).optimiser.passes.detach_prompt);
 /// ```
 pub fn preset(env: &str, algo: Algo, pretrained: bool) -> TrainConfig {
     let mut c = TrainConfig::for_algo(algo);
@@ -52,43 +52,43 @@ pub fn preset(env: &str, algo: Algo, pretrained: bool) -> TrainConfig {
 /// episodes bound the memory of a 49k-token vocabulary; LoRA-sized learning rates (5e-4 for
 /// SFT, 2e-5 for RL: see [`sql_agent_pretrained_preset`]).
 pub fn pretrained_defaults(c: &mut TrainConfig) {
-    c.passes = sandgym_trainer::Passes {
+    c.optimiser.passes = sandgym_trainer::Passes {
         micro_batch: 8,
         detach_prompt: true,
     };
-    c.lr = 2e-5;
+    c.optimiser.lr = 2e-5;
     c.sft.lr = 5e-4;
     c.sft.minibatch = 16;
-    c.max_context = c.max_context.max(1024);
+    c.rollout.max_context = c.rollout.max_context.max(1024);
 }
 
 /// The SQL agent's preset: one turn, sized to train on a 2-core CPU.
 pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
     // One turn: the policy answers with a query. (The baseline first runs its query
     // to check it; its SFT data keeps only the answer.)
-    c.max_turns = 1;
-    c.max_new_tokens = 80;
-    c.max_context = 400;
-    c.response_chars = 240;
-    c.iters = 16;
-    c.tasks_per_iter = 32;
-    c.group_size = if algo.is_group() { 8 } else { 1 };
+    c.rollout.max_turns = 1;
+    c.rollout.max_new_tokens = 80;
+    c.rollout.max_context = 400;
+    c.rollout.response_chars = 240;
+    c.schedule.iters = 16;
+    c.rollout.tasks_per_iter = 32;
+    c.rollout.group_size = if algo.is_group() { 8 } else { 1 };
     if !algo.is_group() {
-        c.tasks_per_iter = 64;
+        c.rollout.tasks_per_iter = 64;
     }
     // One full-batch step per iteration over many questions, anchored to the SFT
     // policy: an update for fewer questions (or several noisy minibatch steps, or a
     // larger rate) disturbs the others in a model this small and the greedy test
     // success falls instead of rising.
-    c.lr = 1e-3;
-    c.minibatch = 256;
-    c.kl = KlConfig {
+    c.optimiser.lr = 1e-3;
+    c.optimiser.minibatch = 256;
+    c.objective.kl = KlConfig {
         coef: 0.05,
         estimator: KlEstimator::K3,
         mode: KlMode::Loss,
     };
-    c.eval_every = 4;
-    c.eval_episodes = 100;
+    c.eval.every = 4;
+    c.eval.episodes = 100;
     c.sft = SftConfig {
         episodes: 640,
         epochs: 8,
@@ -109,12 +109,12 @@ pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
 /// success (Adam's first steps move every adapter weight by about the learning rate whatever
 /// the gradient), at 2e-5 they keep it (README, the main command).
 pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
-    c.max_new_tokens = 96;
-    c.iters = 3;
-    c.tasks_per_iter = if algo.is_group() { 8 } else { 64 };
-    c.minibatch = 64;
-    c.kl.coef = 0.0;
-    c.eval_every = 0;
+    c.rollout.max_new_tokens = 96;
+    c.schedule.iters = 3;
+    c.rollout.tasks_per_iter = if algo.is_group() { 8 } else { 64 };
+    c.optimiser.minibatch = 64;
+    c.objective.kl.coef = 0.0;
+    c.eval.every = 0;
     c.sft = SftConfig {
         episodes: 0,
         demonstrations: 1000,
@@ -129,12 +129,12 @@ pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
 
 /// The customer-service preset: long multi-turn episodes.
 pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
-    c.max_turns = 10;
-    c.max_new_tokens = 64;
-    c.max_context = 1400;
-    c.max_observation_chars = 300;
-    c.response_chars = 200;
-    c.iters = 20;
+    c.rollout.max_turns = 10;
+    c.rollout.max_new_tokens = 64;
+    c.rollout.max_context = 1400;
+    c.rollout.max_observation_chars = 300;
+    c.rollout.response_chars = 200;
+    c.schedule.iters = 20;
     c.sft = SftConfig {
         episodes: 240,
         epochs: 3,
@@ -149,10 +149,10 @@ pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
 
 /// The guess-number preset: a few short turns.
 pub fn guess_number_preset(c: &mut TrainConfig, _algo: Algo) {
-    c.max_turns = 8;
-    c.max_new_tokens = 48;
-    c.max_context = 700;
-    c.response_chars = 16;
+    c.rollout.max_turns = 8;
+    c.rollout.max_new_tokens = 48;
+    c.rollout.max_context = 700;
+    c.rollout.response_chars = 16;
 }
 
 /// The settings of a new run: the env's preset for the model, then `--config`, then the
@@ -174,10 +174,10 @@ pub fn settings(
         c = c.merge_json(&value)?;
     }
     if let Some(n) = iters {
-        c.iters = n;
+        c.schedule.iters = n;
     }
     if let Some(s) = seed {
-        c.seed = s;
+        c.schedule.seed = s;
     }
     c.validate()?;
     Ok(c)
@@ -193,7 +193,8 @@ pub fn fresh_policy<B: AutodiffBackend>(
     sft_dir: Option<&Path>,
     choice: &ModelChoice,
 ) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
-    let (policy_config, model, tokenizer) = initial_policy::<B>(choice, config.seed, device)?;
+    let (policy_config, model, tokenizer) =
+        initial_policy::<B>(choice, config.schedule.seed, device)?;
     if config.sft.episodes == 0 && config.sft.demonstrations == 0 {
         return Ok((policy_config, model, tokenizer));
     }
@@ -220,20 +221,19 @@ pub fn fresh_policy<B: AutodiffBackend>(
         config.sft.epochs
     );
     let samples = data.samples;
-    let mut learner = Learner::new(
+    let mut learner = Learner::for_config(
         model,
         policy_config.vocab_size,
-        config.grad_clip,
+        &config.optimiser,
         device.clone(),
-    )
-    .with_passes(config.passes);
+    );
     let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
     let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
     let means = sft::train(
         &mut learner,
         &samples,
         &config.sft,
-        config.seed,
+        config.schedule.seed,
         |epoch, step, loss| {
             let done = epoch as usize * steps + step + 1;
             progress.set(done as u64, &format!("loss {loss:.3}"));
@@ -268,8 +268,10 @@ pub struct RunPlan {
     pub model: ModelChoice,
     /// Start from this policy checkpoint instead (a run or policy directory; no SFT).
     pub init: Option<std::path::PathBuf>,
-    /// More run metadata to record in `config.json` (e.g. the device, the episode source).
-    pub meta: Map<String, serde_json::Value>,
+    /// The device the policy trains on (recorded in the run's metadata).
+    pub device: crate::policy::DeviceKind,
+    /// Where the episodes come from (recorded, so that a resumed run keeps it).
+    pub source: crate::EpisodeSource,
 }
 
 impl RunPlan {
@@ -281,7 +283,8 @@ impl RunPlan {
             config,
             model: ModelChoice::default(),
             init: None,
-            meta: Map::new(),
+            device: Default::default(),
+            source: Default::default(),
         }
     }
 }
@@ -290,7 +293,7 @@ impl RunPlan {
 /// [`Trainer`](sandgym_trainer::Trainer) — the initial policy (a checkpoint, or a fresh or
 /// pretrained model warm-started with SFT, its policy saved under `out/sft`), the context
 /// budget fitted to the model, `config.episodes_per_iter()` envs on the train split and the
-/// run's metadata (`env`, `env_config`, `backend`, `model`, `init`, and `plan.meta`).
+/// run's [`RunMeta`](crate::RunMeta).
 pub fn new_run<B: AutodiffBackend>(
     out: &Path,
     plan: RunPlan,
@@ -302,7 +305,8 @@ pub fn new_run<B: AutodiffBackend>(
         mut config,
         model: choice,
         init,
-        meta,
+        device: device_kind,
+        source,
     } = plan;
     anyhow::ensure!(
         !(backend == Backend::Native && target.is_file()),
@@ -313,29 +317,28 @@ pub fn new_run<B: AutodiffBackend>(
         Some(dir) => checkpoint::load::<B>(&sandgym_trainer::policy_dir(dir), &device)?,
         None => fresh_policy::<B>(&target, &config, &device, Some(&out.join("sft")), &choice)?,
     };
-    config.max_context = config.max_context.min(policy_config.context_length);
+    config.rollout.max_context = config.rollout.max_context.min(policy_config.context_length);
     let envs = env_batch(&target, backend, config.episodes_per_iter())?;
-    let mut run = serde_json::json!({
-        "env": target.env,
-        "env_config": target.config,
-        "backend": if backend == Backend::Native { "native" } else { "wasm" },
-        "init": init.as_ref().map(|p| p.display().to_string()),
-        "model": choice.model.clone().unwrap_or_else(|| "tiny".into()),
-    });
-    if let serde_json::Value::Object(fields) = &mut run {
-        fields.extend(meta);
-    }
-    Ok(sandgym_trainer::Trainer::<B>::new(
-        out,
-        run,
+    let meta = crate::RunMeta {
+        backend,
+        init: init.clone(),
+        device: device_kind,
+        source,
+        ..crate::RunMeta::new(
+            &target,
+            choice.model.clone().unwrap_or_else(|| "tiny".into()),
+        )
+    };
+    let start = sandgym_trainer::NewRun {
+        meta: meta.to_value(),
         config,
         policy_config,
         model,
         tokenizer,
         envs,
-        ResetOptions::split(env_api::Split::Train),
-        device,
-    )?)
+        options: ResetOptions::split(env_api::Split::Train),
+    };
+    Ok(sandgym_trainer::Trainer::<B>::new(out, start, device)?)
 }
 
 /// `n` fresh envs of `target`.

@@ -250,7 +250,7 @@ fn train_then_eval_then_resume_from_the_command_line() {
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 3, "save_every": 1}"#,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 3}, "schedule": {"save_every": 1}}"#,
     )
     .unwrap();
     let run = sandgym(&[
@@ -277,7 +277,7 @@ fn train_then_eval_then_resume_from_the_command_line() {
     assert_eq!(metrics.lines().count(), 2);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
-    assert_eq!(saved["train"]["tasks_per_iter"], 4);
+    assert_eq!(saved["train"]["rollout"]["tasks_per_iter"], 4);
     assert_eq!(saved["run"]["env"], "guess-number-v0");
     assert!(out.join("plots/reward.png").exists());
 
@@ -396,7 +396,7 @@ fn a_users_env_file_is_checked_run_trained_and_evaluated() {
     let train_config = dir.join("train.json");
     std::fs::write(
         &train_config,
-        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "save_every": 1}"#,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 2, "max_new_tokens": 24}, "schedule": {"save_every": 1}}"#,
     )
     .unwrap();
     let train = sandgym(&[
@@ -678,7 +678,7 @@ fn train_and_eval_a_pretrained_model_with_lora() {
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"tasks_per_iter": 2, "group_size": 2, "max_turns": 2, "save_every": 1}"#,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2, "max_turns": 2}, "schedule": {"save_every": 1}}"#,
     )
     .unwrap();
     let run = sandgym(&[
@@ -779,7 +779,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"tasks_per_iter": 2, "group_size": 2, "eval_every": 0, "sft": {"episodes": 0}}"#,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0}, "sft": {"episodes": 0}}"#,
     )
     .unwrap();
     let run = sandgym(&[
@@ -1126,7 +1126,7 @@ fn run_and_train_on_an_env_served_by_another_process() {
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"tasks_per_iter": 4, "group_size": 2, "max_turns": 3}"#,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 3}}"#,
     )
     .unwrap();
     let run = sandgym(&[

@@ -8,9 +8,9 @@ use anyhow::Context;
 
 use sandgym::EnvTarget;
 use sandgym::env_api::Split;
-use sandgym::evaluation::{compare, print, run_target};
+use sandgym::evaluation::{compare, print};
 use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
-use sandgym::trainer::{Algo, policy_dir, read_run_config, rollout_settings};
+use sandgym::trainer::{Algo, policy_dir, rollout_settings};
 use sandgym::training::preset;
 
 /// Options of `sandgym eval`.
@@ -57,10 +57,10 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let split = args.split;
     // The rollout shape the policy was trained with, when the checkpoint is a run directory.
-    let run = args.checkpoint.as_deref().map(read_run_config);
+    let run = args.checkpoint.as_deref().map(sandgym::RunMeta::read);
     let target = match (&args.env, &run) {
         (Some(env), _) => EnvTarget::parse(env, args.env_config.as_deref())?,
-        (None, Some(Ok(run))) => run_target(&run.run)?,
+        (None, Some(Ok(run))) => run.run.target(),
         (None, Some(Err(e))) => anyhow::bail!("give --env: the checkpoint is not a run ({e})"),
         (None, None) => anyhow::bail!("give --env"),
     };

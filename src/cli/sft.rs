@@ -119,8 +119,8 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         );
     }
     let samples = data.samples;
-    let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
-        .with_passes(config.passes);
+    let mut learner =
+        Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
     let means = sft::train(&mut learner, &samples, &config.sft, args.seed, |_, _, _| {});
     eprintln!(
         "sft on {} episodes: loss per epoch {means:?}",

@@ -10,10 +10,9 @@ use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::{ResetOptions, Split};
 use sandgym::policy::{DeviceKind, OnDevice};
 use sandgym::progress::Progress;
-use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir, read_run_config};
+use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir};
 use sandgym::training::{ModelChoice, RunPlan, env_batch};
-use sandgym::{Backend, EnvTarget};
-use serde_json::json;
+use sandgym::{Backend, EnvTarget, EpisodeSource, RunMeta};
 
 /// Options of `sandgym train`.
 #[derive(Debug, clap::Args)]
@@ -81,32 +80,20 @@ pub struct Args {
     /// the training data). The proxy source runs the policy on the CPU. A resumed run keeps
     /// the source it was started with.
     #[arg(long, default_value = "env", conflicts_with = "resume")]
-    source: Source,
+    source: EpisodeSource,
     /// Harness runs at a time with `--source proxy`.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
-}
-
-/// Where training episodes come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Source {
-    /// The env's own rollout engine.
-    Env,
-    /// The harness behind the recording proxy.
-    Proxy,
 }
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // A resumed run keeps the source it was started with.
     let source = match &args.resume {
-        Some(dir) => match read_run_config(dir)?.run["source"].as_str() {
-            Some("proxy") => Source::Proxy,
-            _ => Source::Env,
-        },
+        Some(dir) => RunMeta::read(dir)?.run.source,
         None => args.source,
     };
-    if source == Source::Proxy {
+    if source == EpisodeSource::Proxy {
         if args.device != DeviceKind::Cpu {
             anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
         }
@@ -127,21 +114,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     args.device.dispatch(Train(args))?
 }
 
-fn backend(native: bool) -> Backend {
-    if native {
-        Backend::Native
-    } else {
-        Backend::Wasm
-    }
-}
-
 /// The run `args` ask for: resumed, or new from `--init` or a fresh SFT warm-start.
 fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<Trainer<B>> {
     let trainer = if let Some(dir) = &args.resume {
-        let run = read_run_config(dir)?;
-        let target = sandgym::evaluation::run_target(&run.run)?;
-        let native = run.run["backend"].as_str() == Some("native");
-        let envs = env_batch(&target, backend(native), run.train.episodes_per_iter())?;
+        let run = RunMeta::read(dir)?;
+        let envs = env_batch(
+            &run.run.target(),
+            run.run.backend,
+            run.train.episodes_per_iter(),
+        )?;
         let t = Trainer::<B>::resume(dir, envs, ResetOptions::split(Split::Train), device)?;
         eprintln!(
             "resuming {} after iteration {}",
@@ -183,17 +164,15 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("runs/{}-{}", target.label(), algo.name())));
         let mut plan = RunPlan::new(target, config);
-        plan.backend = backend(args.native);
+        plan.backend = if args.native {
+            Backend::Native
+        } else {
+            Backend::Wasm
+        };
         plan.model = model;
         plan.init = args.init.clone();
-        plan.meta
-            .insert("device".into(), json!(args.device.to_string()));
-        let source = if args.source == Source::Proxy {
-            "proxy"
-        } else {
-            "env"
-        };
-        plan.meta.insert("source".into(), json!(source));
+        plan.device = args.device;
+        plan.source = args.source;
         sandgym::training::new_run::<B>(&out, plan, device)?
     };
     Ok(trainer)
@@ -202,7 +181,7 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
 fn train<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut trainer = build::<B>(args, device)?;
-    let bar = Progress::new("train", u64::from(trainer.config().iters));
+    let bar = Progress::new("train", u64::from(trainer.config().schedule.iters));
     let mut history: Vec<IterMetrics> = Vec::new();
     trainer.run(|m| {
         progress(&bar, m);
@@ -226,11 +205,7 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
     use sandgym::approach::{ProxyApproach, ProxySettings};
     let started = Instant::now();
     let mut trainer = build::<sandgym::policy::CpuTrain>(args, Default::default())?;
-    let run = read_run_config(trainer.out())?;
-    let env = run.run["env"]
-        .as_str()
-        .context("config.json names no env")?
-        .to_owned();
+    let env = RunMeta::read(trainer.out())?.run.env;
     let c = trainer.config().clone();
     let mut approach = ProxyApproach::start(
         &env,
@@ -245,7 +220,7 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
         approach.proxy().addr(),
         approach.db().display()
     );
-    let bar = Progress::new("train", u64::from(c.iters));
+    let bar = Progress::new("train", u64::from(c.schedule.iters));
     let mut history: Vec<IterMetrics> = Vec::new();
     while !trainer.finished() {
         let it = approach.iteration(&mut trainer)?;
@@ -284,8 +259,7 @@ fn finish<B: AutodiffBackend>(
         );
     }
     if args.eval_episodes != Some(0) {
-        let run = read_run_config(&out)?;
-        let target = sandgym::evaluation::run_target(&run.run)?;
+        let target = RunMeta::read(&out)?.run.target();
         let stages = sandgym::evaluation::closing::<B::InnerBackend>(
             &out,
             Split::Test,

@@ -93,9 +93,9 @@ fn turn_rewards(e: &Episode, on_error: OnEnvError) -> Vec<f64> {
 /// the episode's reward on the very last token under [`Credit::Final`]), minus the KL penalty
 /// when the KL is a reward term.
 fn token_rewards(e: &Episode, s: &Sample, config: &TrainConfig) -> Vec<f64> {
-    let rewards = turn_rewards(e, config.on_env_error);
+    let rewards = turn_rewards(e, config.rollout.on_env_error);
     let mut out = vec![0.0; s.len()];
-    match config.credit {
+    match config.objective.credit {
         Credit::Final => {
             let last = e.turns.last().expect("usable episodes have turns");
             out[last.end - 2] = rewards.iter().sum();
@@ -106,14 +106,14 @@ fn token_rewards(e: &Episode, s: &Sample, config: &TrainConfig) -> Vec<f64> {
             }
         }
     }
-    if config.kl.coef > 0.0 && config.kl.mode == KlMode::Reward {
+    if config.objective.kl.coef > 0.0 && config.objective.kl.mode == KlMode::Reward {
         for (j, r) in out.iter_mut().enumerate() {
             if s.mask[j] {
-                *r -= config.kl.coef
+                *r -= config.objective.kl.coef
                     * kl(
                         f64::from(s.old_logp[j]),
                         f64::from(s.ref_logp[j]),
-                        config.kl.estimator,
+                        config.objective.kl.estimator,
                     );
             }
         }
@@ -163,11 +163,16 @@ pub fn assign_advantages(episodes: &[Episode], samples: &mut [Sample], config: &
             let groups: Vec<usize> = episodes.iter().map(|e| e.group).collect();
             let stats = advantage::group_stats(&totals, &groups);
             for (i, (e, s)) in episodes.iter().zip(samples.iter_mut()).enumerate() {
-                let scores = turn_scores(e, &tok[i], config.credit);
+                let scores = turn_scores(e, &tok[i], config.objective.credit);
                 for (t, score) in e.turns.iter().zip(scores) {
                     let a = match config.algo {
                         Algo::Rloo => advantage::rloo_one(score, stats[i]),
-                        _ => advantage::grpo_one(score, stats[i], GRPO_EPS, config.norm_by_std),
+                        _ => advantage::grpo_one(
+                            score,
+                            stats[i],
+                            GRPO_EPS,
+                            config.objective.norm_by_std,
+                        ),
                     };
                     for j in t.start - 1..t.end - 1 {
                         s.adv[j] = a as f32;
@@ -181,11 +186,17 @@ pub fn assign_advantages(episodes: &[Episode], samples: &mut [Sample], config: &
             for (s, r) in samples.iter_mut().zip(&tok) {
                 if config.algo == Algo::Ppo {
                     let values: Vec<f64> = s.old_values.iter().map(|&v| f64::from(v)).collect();
-                    let (a, ret) = advantage::gae(r, &values, &s.mask, config.gamma, config.lam);
+                    let (a, ret) = advantage::gae(
+                        r,
+                        &values,
+                        &s.mask,
+                        config.objective.gamma,
+                        config.objective.lam,
+                    );
                     s.returns = ret.iter().map(|&x| x as f32).collect();
                     advs.push(a);
                 } else {
-                    let ret = advantage::discounted_returns(r, &s.mask, config.gamma);
+                    let ret = advantage::discounted_returns(r, &s.mask, config.objective.gamma);
                     s.returns = ret.iter().map(|&x| x as f32).collect();
                     advs.push(ret);
                 }

@@ -148,14 +148,45 @@ pub enum OnEnvError {
     },
 }
 
-/// Everything a training run needs besides the env and the initial policy.
+/// Everything a training run needs besides the env and the initial policy, in sections: what
+/// the episodes look like ([`rollout`](Self::rollout)), what the loss is
+/// ([`objective`](Self::objective)), how it is minimised ([`optimiser`](Self::optimiser)),
+/// how long and how often ([`schedule`](Self::schedule)), the evaluation during training
+/// ([`eval`](Self::eval)) and the supervised warm-start ([`sft`](Self::sft)).
+///
+/// A config file overrides any part of any section and keeps the rest
+/// ([`merge_json`](Self::merge_json)):
+///
+/// ```
+/// use sandgym_trainer::{Algo, TrainConfig};
+/// let base = TrainConfig::for_algo(Algo::Grpo);
+/// let c = base.merge_json(&serde_json::json!({"optimiser": {"lr": 1e-5}})).unwrap();
+/// assert_eq!(c.optimiser.lr, 1e-5);
+/// assert_eq!(c.optimiser.minibatch, base.optimiser.minibatch);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
     /// The algorithm.
     pub algo: Algo,
-    /// Training iterations (rollout + update).
-    pub iters: u32,
+    /// The episodes each iteration plays.
+    pub rollout: RolloutConfig,
+    /// The loss: clipping, KL, entropy, value terms, advantages and credit.
+    pub objective: ObjectiveConfig,
+    /// How the loss is minimised: Adam, minibatches, passes.
+    pub optimiser: OptimiserConfig,
+    /// Iterations, seed and checkpoints.
+    pub schedule: ScheduleConfig,
+    /// The fixed-seed evaluation during training.
+    pub eval: EvalConfig,
+    /// Supervised warm-start before RL (run by the command line when no `--init` is given).
+    pub sft: crate::SftConfig,
+}
+
+/// The episodes of one iteration: how many, how long, how sampled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RolloutConfig {
     /// Distinct tasks per iteration.
     pub tasks_per_iter: usize,
     /// Rollouts per task (the group size of group methods; PPO and REINFORCE++ use 1 unless
@@ -178,14 +209,36 @@ pub struct TrainConfig {
     pub temperature: f32,
     /// Worker threads stepping envs.
     pub env_threads: usize,
-    /// Passes over each iteration's rollouts.
-    pub epochs: u32,
-    /// Episodes per optimiser step.
-    pub minibatch: usize,
-    /// Adam learning rate.
-    pub lr: f64,
-    /// Gradient clipping by global norm (0 disables).
-    pub grad_clip: f64,
+    /// Failed env episodes.
+    pub on_env_error: OnEnvError,
+    /// DAPO dynamic sampling: keep only groups whose rewards differ, rolling out more groups
+    /// (up to this many batches per iteration) to fill the iteration.
+    pub max_gen_batches: u32,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        Self {
+            tasks_per_iter: 8,
+            group_size: 8,
+            max_turns: 4,
+            max_new_tokens: 96,
+            max_context: 640,
+            max_observation_chars: 400,
+            thought_chars: 0,
+            response_chars: 240,
+            temperature: 1.0,
+            env_threads: 2,
+            on_env_error: OnEnvError::Exclude,
+            max_gen_batches: 3,
+        }
+    }
+}
+
+/// The policy-gradient loss and its advantages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ObjectiveConfig {
     /// Lower PPO clip range (`1 - clip_low`).
     pub clip_low: f64,
     /// Upper PPO clip range (`1 + clip_high`; DAPO's clip-higher sets it above `clip_low`).
@@ -210,28 +263,100 @@ pub struct TrainConfig {
     pub norm_by_std: bool,
     /// Multi-turn credit assignment.
     pub credit: Credit,
-    /// Failed env episodes.
-    pub on_env_error: OnEnvError,
-    /// DAPO dynamic sampling: keep only groups whose rewards differ, rolling out more groups
-    /// (up to this many batches per iteration) to fill the iteration.
-    pub max_gen_batches: u32,
+}
+
+impl Default for ObjectiveConfig {
+    fn default() -> Self {
+        Self {
+            clip_low: 0.2,
+            clip_high: 0.2,
+            dual_clip: 3.0,
+            loss_agg: LossAgg::TokenMean,
+            kl: KlConfig::default(),
+            entropy_coef: 0.0,
+            vf_coef: 0.5,
+            vf_clip: 0.5,
+            gamma: 1.0,
+            lam: 0.95,
+            norm_by_std: true,
+            credit: Credit::Final,
+        }
+    }
+}
+
+/// How each iteration's loss is minimised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimiserConfig {
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Gradient clipping by global norm (0 disables).
+    pub grad_clip: f64,
+    /// Passes over each iteration's rollouts.
+    pub epochs: u32,
+    /// Episodes per optimiser step.
+    pub minibatch: usize,
+    /// How the learner runs its forward and backward passes (micro-batches, a prompt
+    /// encoded without gradient); RL and SFT steps alike.
+    pub passes: crate::Passes,
+}
+
+impl Default for OptimiserConfig {
+    fn default() -> Self {
+        Self {
+            lr: 3e-4,
+            grad_clip: 1.0,
+            epochs: 1,
+            minibatch: 16,
+            passes: crate::Passes::default(),
+        }
+    }
+}
+
+/// How long a run is, its seed and its checkpoints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// Training iterations (rollout + update).
+    pub iters: u32,
     /// Seed of task choice and sampling.
     pub seed: u64,
     /// Save a checkpoint every this many iterations (and at the end).
     pub save_every: u32,
-    /// Evaluate the policy every this many iterations (0: never), before the first and after
-    /// the last: greedy decoding on the fixed seeds `0..eval_episodes` of `eval_split`,
-    /// logged to `eval.jsonl` and drawn on the success plot. Training never sees the result.
-    pub eval_every: u32,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        Self {
+            iters: 30,
+            seed: 0,
+            save_every: 5,
+        }
+    }
+}
+
+/// The evaluation during training: greedy decoding on the fixed seeds `0..episodes` of
+/// `split`, before the first iteration, every `every` iterations and after the last, logged
+/// to `eval.jsonl` and drawn on the success plot. Training never sees the result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many iterations (0: never).
+    pub every: u32,
     /// Episodes of each evaluation.
-    pub eval_episodes: usize,
+    pub episodes: usize,
     /// The task split evaluations draw from.
-    pub eval_split: sandgym_env_api::Split,
-    /// Supervised warm-start before RL (run by the command line when no `--init` is given).
-    pub sft: crate::SftConfig,
-    /// How the learner runs its forward and backward passes (micro-batches, a prompt
-    /// encoded without gradient); RL and SFT steps alike.
-    pub passes: crate::Passes,
+    pub split: sandgym_env_api::Split,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            every: 0,
+            episodes: 64,
+            split: sandgym_env_api::Split::Test,
+        }
+    }
 }
 
 impl Default for TrainConfig {
@@ -245,58 +370,28 @@ impl TrainConfig {
     pub fn for_algo(algo: Algo) -> Self {
         let mut c = Self {
             algo,
-            iters: 30,
-            tasks_per_iter: 8,
-            group_size: 8,
-            max_turns: 4,
-            max_new_tokens: 96,
-            max_context: 640,
-            max_observation_chars: 400,
-            thought_chars: 0,
-            response_chars: 240,
-            temperature: 1.0,
-            env_threads: 2,
-            epochs: 1,
-            minibatch: 16,
-            lr: 3e-4,
-            grad_clip: 1.0,
-            clip_low: 0.2,
-            clip_high: 0.2,
-            dual_clip: 3.0,
-            loss_agg: LossAgg::TokenMean,
-            kl: KlConfig::default(),
-            entropy_coef: 0.0,
-            vf_coef: 0.5,
-            vf_clip: 0.5,
-            gamma: 1.0,
-            lam: 0.95,
-            norm_by_std: true,
-            credit: Credit::Final,
-            on_env_error: OnEnvError::Exclude,
-            max_gen_batches: 3,
-            seed: 0,
-            save_every: 5,
-            eval_every: 0,
-            eval_episodes: 64,
-            eval_split: sandgym_env_api::Split::Test,
+            rollout: RolloutConfig::default(),
+            objective: ObjectiveConfig::default(),
+            optimiser: OptimiserConfig::default(),
+            schedule: ScheduleConfig::default(),
+            eval: EvalConfig::default(),
             sft: crate::SftConfig::default(),
-            passes: crate::Passes::default(),
         };
         match algo {
             Algo::Ppo => {
-                c.group_size = 1;
-                c.tasks_per_iter = 64;
-                c.epochs = 2;
+                c.rollout.group_size = 1;
+                c.rollout.tasks_per_iter = 64;
+                c.optimiser.epochs = 2;
             }
             Algo::ReinforcePp => {
-                c.group_size = 1;
-                c.tasks_per_iter = 64;
+                c.rollout.group_size = 1;
+                c.rollout.tasks_per_iter = 64;
             }
             Algo::Dapo => {
-                c.clip_high = 0.28;
-                c.loss_agg = LossAgg::TokenMean;
+                c.objective.clip_high = 0.28;
+                c.objective.loss_agg = LossAgg::TokenMean;
             }
-            Algo::Rloo => c.loss_agg = LossAgg::SeqMeanTokenMean,
+            Algo::Rloo => c.objective.loss_agg = LossAgg::SeqMeanTokenMean,
             Algo::Grpo => {}
         }
         c
@@ -323,55 +418,99 @@ impl TrainConfig {
 
     /// Episodes per iteration.
     pub fn episodes_per_iter(&self) -> usize {
-        self.tasks_per_iter * self.group_size
+        self.rollout.tasks_per_iter * self.rollout.group_size
     }
 
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(TrainError::Config(m));
-        if self.eval_every > 0 && self.eval_episodes == 0 {
-            return bad("eval_episodes must be positive when eval_every is".into());
+        let (r, o, opt) = (&self.rollout, &self.objective, &self.optimiser);
+        if self.eval.every > 0 && self.eval.episodes == 0 {
+            return bad("eval.episodes must be positive when eval.every is".into());
         }
-        if self.tasks_per_iter == 0 || self.group_size == 0 || self.minibatch == 0 {
-            return bad("tasks_per_iter, group_size and minibatch must be positive".into());
+        if r.tasks_per_iter == 0 || r.group_size == 0 || opt.minibatch == 0 {
+            return bad("rollout.tasks_per_iter, rollout.group_size and optimiser.minibatch must be positive".into());
         }
-        if self.algo.is_group() && self.group_size < 2 {
+        if self.algo.is_group() && r.group_size < 2 {
             return bad(format!(
-                "{} compares rollouts within a group: group_size must be at least 2",
+                "{} compares rollouts within a group: rollout.group_size must be at least 2",
                 self.algo.name()
             ));
         }
-        if self.max_turns == 0 || self.max_new_tokens == 0 || self.max_context < 16 {
-            return bad("max_turns, max_new_tokens must be positive and max_context >= 16".into());
+        if r.max_turns == 0 || r.max_new_tokens == 0 || r.max_context < 16 {
+            return bad("rollout.max_turns, rollout.max_new_tokens must be positive and rollout.max_context >= 16".into());
         }
-        if !(self.temperature > 0.0 && self.temperature.is_finite()) {
+        if !(r.temperature > 0.0 && r.temperature.is_finite()) {
             return bad(format!(
-                "temperature must be positive, got {}",
-                self.temperature
+                "rollout.temperature must be positive, got {}",
+                r.temperature
             ));
         }
-        if !(self.lr > 0.0 && self.lr.is_finite()) {
-            return bad(format!("lr must be positive, got {}", self.lr));
+        if !(opt.lr > 0.0 && opt.lr.is_finite()) {
+            return bad(format!("optimiser.lr must be positive, got {}", opt.lr));
         }
-        if self.clip_low < 0.0 || self.clip_low >= 1.0 || self.clip_high < 0.0 {
-            return bad("clip_low must lie in [0, 1) and clip_high be >= 0".into());
+        if o.clip_low < 0.0 || o.clip_low >= 1.0 || o.clip_high < 0.0 {
+            return bad(
+                "objective.clip_low must lie in [0, 1) and objective.clip_high be >= 0".into(),
+            );
         }
-        if self.dual_clip != 0.0 && self.dual_clip <= 1.0 {
+        if o.dual_clip != 0.0 && o.dual_clip <= 1.0 {
             return bad(format!(
-                "dual_clip must be 0 (off) or above 1, got {}",
-                self.dual_clip
+                "objective.dual_clip must be 0 (off) or above 1, got {}",
+                o.dual_clip
             ));
         }
-        if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.lam) {
-            return bad("gamma and lam must lie in [0, 1]".into());
+        if !(0.0..=1.0).contains(&o.gamma) || !(0.0..=1.0).contains(&o.lam) {
+            return bad("objective.gamma and objective.lam must lie in [0, 1]".into());
         }
-        if let Credit::Discounted { gamma } = self.credit
+        if let Credit::Discounted { gamma } = o.credit
             && !(0.0..=1.0).contains(&gamma)
         {
-            return bad(format!("credit gamma must lie in [0, 1], got {gamma}"));
+            return bad(format!(
+                "objective.credit gamma must lie in [0, 1], got {gamma}"
+            ));
         }
-        if self.epochs == 0 {
-            return bad("epochs must be positive".into());
+        if opt.epochs == 0 {
+            return bad("optimiser.epochs must be positive".into());
+        }
+        if r.env_threads == 0 {
+            return bad("rollout.env_threads must be positive".into());
+        }
+        // Bounds on sizes that would otherwise only fail as an allocation far into a run.
+        const MAX_EPISODES_PER_ITER: usize = 1 << 20;
+        if r.tasks_per_iter.saturating_mul(r.group_size) > MAX_EPISODES_PER_ITER {
+            return bad(format!(
+                "rollout.tasks_per_iter x rollout.group_size gives more than {MAX_EPISODES_PER_ITER} episodes per iteration"
+            ));
+        }
+        if r.max_new_tokens > r.max_context {
+            return bad(format!(
+                "rollout.max_new_tokens ({}) must not exceed rollout.max_context ({})",
+                r.max_new_tokens, r.max_context
+            ));
+        }
+        if !(opt.grad_clip >= 0.0 && opt.grad_clip.is_finite()) {
+            return bad(format!(
+                "optimiser.grad_clip must be 0 (off) or positive, got {}",
+                opt.grad_clip
+            ));
+        }
+        for (name, v) in [
+            ("objective.entropy_coef", o.entropy_coef),
+            ("objective.vf_coef", o.vf_coef),
+            ("objective.vf_clip", o.vf_clip),
+            ("objective.kl.coef", o.kl.coef),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(format!("{name} must be a finite number >= 0, got {v}"));
+            }
+        }
+        let sft = &self.sft;
+        if !(sft.lr > 0.0 && sft.lr.is_finite()) {
+            return bad(format!("sft.lr must be positive, got {}", sft.lr));
+        }
+        if sft.minibatch == 0 || sft.epochs == 0 {
+            return bad("sft.minibatch and sft.epochs must be positive".into());
         }
         Ok(())
     }
@@ -404,37 +543,138 @@ mod tests {
         let mut c = TrainConfig::for_algo(Algo::Grpo);
         c.sft.episodes = 640;
         c.sft.epochs = 8;
-        c.kl = KlConfig {
+        c.objective.kl = KlConfig {
             coef: 0.05,
             estimator: KlEstimator::K3,
             mode: KlMode::Loss,
         };
-        c.iters = 16;
+        c.schedule.iters = 16;
+        c.rollout.max_turns = 3;
+        c.optimiser.minibatch = 32;
+        c.eval.every = 2;
         c
     }
 
-    #[test]
-    fn a_partial_section_keeps_the_rest_of_it() {
-        let merged = base().merge_json(&json!({"sft": {"epochs": 4}})).unwrap();
-        assert_eq!(merged.sft.epochs, 4);
-        assert_eq!(merged.sft.episodes, 640, "the sft section was replaced");
-        let merged = base().merge_json(&json!({"kl": {"coef": 0.1}})).unwrap();
-        assert_eq!(merged.kl.coef, 0.1);
-        assert_eq!(merged.kl.estimator, KlEstimator::K3);
-        assert_eq!(merged.kl.mode, KlMode::Loss);
-        let merged = base().merge_json(&json!({"iters": 2, "lr": 5e-4})).unwrap();
-        assert_eq!((merged.iters, merged.lr), (2, 5e-4));
-        assert_eq!(merged.sft, base().sft);
+    /// Merges `patch` over [`base`] and checks that only `changed` moved: every other
+    /// section equals the base's.
+    fn only_changes(patch: serde_json::Value, check: impl Fn(&TrainConfig)) -> TrainConfig {
+        let merged = base().merge_json(&patch).unwrap();
+        check(&merged);
+        let patched = patch.as_object().unwrap();
+        let (b, m) = (
+            serde_json::to_value(base()).unwrap(),
+            serde_json::to_value(&merged).unwrap(),
+        );
+        for (section, value) in b.as_object().unwrap() {
+            if !patched.contains_key(section) {
+                assert_eq!(&m[section], value, "{patch}: section {section} moved");
+            }
+        }
+        merged
     }
 
     #[test]
-    fn unknown_keys_and_wrong_types_are_errors_that_name_them() {
+    fn a_partial_rollout_section_keeps_the_rest_of_it() {
+        only_changes(json!({"rollout": {"group_size": 4}}), |c| {
+            assert_eq!(c.rollout.group_size, 4);
+            assert_eq!(c.rollout.max_turns, 3);
+            assert_eq!(c.rollout.tasks_per_iter, base().rollout.tasks_per_iter);
+        });
+    }
+
+    #[test]
+    fn a_partial_objective_section_keeps_the_rest_of_it() {
+        only_changes(json!({"objective": {"kl": {"coef": 0.1}}}), |c| {
+            assert_eq!(c.objective.kl.coef, 0.1);
+            assert_eq!(c.objective.kl.estimator, KlEstimator::K3);
+            assert_eq!(c.objective.kl.mode, KlMode::Loss);
+            assert_eq!(c.objective.clip_low, base().objective.clip_low);
+        });
+    }
+
+    #[test]
+    fn a_partial_optimiser_section_keeps_the_rest_of_it() {
+        only_changes(json!({"optimiser": {"lr": 5e-4}}), |c| {
+            assert_eq!(c.optimiser.lr, 5e-4);
+            assert_eq!(c.optimiser.minibatch, 32);
+        });
+        only_changes(json!({"optimiser": {"passes": {"micro_batch": 4}}}), |c| {
+            assert_eq!(c.optimiser.passes.micro_batch, 4);
+            assert!(!c.optimiser.passes.detach_prompt);
+            assert_eq!(c.optimiser.lr, base().optimiser.lr);
+        });
+    }
+
+    #[test]
+    fn a_partial_schedule_section_keeps_the_rest_of_it() {
+        only_changes(json!({"schedule": {"iters": 2}}), |c| {
+            assert_eq!(c.schedule.iters, 2);
+            assert_eq!(c.schedule.save_every, base().schedule.save_every);
+        });
+    }
+
+    #[test]
+    fn a_partial_eval_section_keeps_the_rest_of_it() {
+        only_changes(json!({"eval": {"episodes": 8}}), |c| {
+            assert_eq!(c.eval.episodes, 8);
+            assert_eq!(c.eval.every, 2);
+            assert_eq!(c.eval.split, sandgym_env_api::Split::Test);
+        });
+    }
+
+    #[test]
+    fn a_partial_sft_section_keeps_the_rest_of_it() {
+        only_changes(json!({"sft": {"epochs": 4}}), |c| {
+            assert_eq!(c.sft.epochs, 4);
+            assert_eq!(c.sft.episodes, 640, "the sft section was replaced");
+        });
+    }
+
+    #[test]
+    fn unknown_keys_wrong_types_and_absurd_values_are_errors_that_name_them() {
         for (patch, needle) in [
             (json!({"sft": {"epoch": 4}}), "`sft.epoch`: unknown field"),
             (json!({"learning_rate": 1}), "learning_rate"),
-            (json!({"kl": {"coef": "big"}}), "`kl.coef`"),
+            (json!({"lr": 1e-3}), "`lr`: unknown field"),
+            (
+                json!({"objective": {"kl": {"coef": "big"}}}),
+                "`objective.kl.coef`",
+            ),
             (json!({"sft": 3}), "`sft`"),
             (json!([1]), "one JSON object"),
+            (json!({"optimiser": {"lr": -1.0}}), "optimiser.lr"),
+            (json!({"rollout": {"group_size": 1}}), "rollout.group_size"),
+            (
+                json!({"rollout": {"max_context": 2}}),
+                "rollout.max_context",
+            ),
+            (
+                json!({"rollout": {"temperature": 0.0}}),
+                "rollout.temperature",
+            ),
+            (
+                json!({"rollout": {"env_threads": 0}}),
+                "rollout.env_threads",
+            ),
+            (
+                json!({"rollout": {"tasks_per_iter": 4_000_000_000u64}}),
+                "episodes per iteration",
+            ),
+            (
+                json!({"rollout": {"max_new_tokens": 10_000_000}}),
+                "rollout.max_new_tokens",
+            ),
+            (
+                json!({"eval": {"every": 1, "episodes": 0}}),
+                "eval.episodes",
+            ),
+            (json!({"optimiser": {"epochs": 0}}), "optimiser.epochs"),
+            (
+                json!({"optimiser": {"grad_clip": -1.0}}),
+                "optimiser.grad_clip",
+            ),
+            (json!({"sft": {"lr": 0.0}}), "sft.lr"),
+            (json!({"sft": {"minibatch": 0}}), "sft.minibatch"),
         ] {
             let err = base().merge_json(&patch).unwrap_err().to_string();
             assert!(err.contains(needle), "{patch}: {err}");

@@ -153,6 +153,17 @@ impl<B: AutodiffBackend> Learner<B> {
         }
     }
 
+    /// A learner with a fresh optimiser set up as `optimiser` says (its gradient clipping and
+    /// passes).
+    pub fn for_config(
+        model: PolicyModel<B>,
+        vocab: usize,
+        optimiser: &crate::OptimiserConfig,
+        device: B::Device,
+    ) -> Self {
+        Self::new(model, vocab, optimiser.grad_clip, device).with_passes(optimiser.passes)
+    }
+
     /// The same learner running its passes as `passes` says.
     pub fn with_passes(mut self, passes: Passes) -> Self {
         self.passes = passes;
@@ -260,41 +271,41 @@ impl<B: AutodiffBackend> Learner<B> {
             ..StepStats::default()
         };
         let agg = |l: Tensor<B, 2>, m: Tensor<B, 2>| {
-            aggregate_part(l, m, config.loss_agg, whole.tokens, whole.seqs)
+            aggregate_part(l, m, config.objective.loss_agg, whole.tokens, whole.seqs)
         };
         let share =
             |l: Tensor<B, 2>, m: Tensor<B, 2>| scalar((l * m).sum()) / whole.tokens.max(1.0);
         for part in self.parts(samples) {
             let (out, t) = self.train_pass(part);
-            let rows = row_log_softmax(out.logits, &t, config.temperature);
+            let rows = row_log_softmax(out.logits, &t, config.rollout.temperature);
             let logp = picked(rows.clone(), &t);
             let (pg, clipped) = ppo_loss(
                 logp.clone(),
                 t.old_logp.clone(),
                 t.adv.clone(),
-                config.clip_low,
-                config.clip_high,
-                config.dual_clip,
+                config.objective.clip_low,
+                config.objective.clip_high,
+                config.objective.dual_clip,
             );
             let pg_loss = agg(pg, t.mask.clone());
             stats.pg_loss += scalar(pg_loss.clone());
             stats.clip_frac += share(clipped, t.mask.clone());
             stats.ppo_kl += share(t.old_logp.clone() - logp.clone().detach(), t.mask.clone());
             let mut loss = pg_loss;
-            if config.kl.coef > 0.0 {
+            if config.objective.kl.coef > 0.0 {
                 let k = agg(
-                    kl_tensor(logp, t.ref_logp.clone(), config.kl.estimator),
+                    kl_tensor(logp, t.ref_logp.clone(), config.objective.kl.estimator),
                     t.mask.clone(),
                 );
                 stats.kl_ref += scalar(k.clone());
-                if config.kl.mode == KlMode::Loss {
-                    loss = loss + k.mul_scalar(config.kl.coef);
+                if config.objective.kl.mode == KlMode::Loss {
+                    loss = loss + k.mul_scalar(config.objective.kl.coef);
                 }
             }
             let ent = entropy(rows, &t);
             stats.entropy += share(ent.clone().detach(), t.mask.clone());
-            if config.entropy_coef > 0.0 {
-                loss = loss - agg(ent, t.mask.clone()).mul_scalar(config.entropy_coef);
+            if config.objective.entropy_coef > 0.0 {
+                loss = loss - agg(ent, t.mask.clone()).mul_scalar(config.objective.entropy_coef);
             }
             if config.algo == Algo::Ppo {
                 let v = agg(
@@ -302,17 +313,17 @@ impl<B: AutodiffBackend> Learner<B> {
                         out.values,
                         t.old_values.clone(),
                         t.returns.clone(),
-                        config.vf_clip,
+                        config.objective.vf_clip,
                     ),
                     t.mask.clone(),
                 );
                 stats.vf_loss += scalar(v.clone());
-                loss = loss + v.mul_scalar(config.vf_coef);
+                loss = loss + v.mul_scalar(config.objective.vf_coef);
             }
             stats.loss += scalar(loss.clone());
             self.accumulate(&mut acc, loss);
         }
-        self.step(acc, config.lr);
+        self.step(acc, config.optimiser.lr);
         stats
     }
 

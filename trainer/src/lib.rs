@@ -31,13 +31,17 @@ mod run;
 pub mod sft;
 
 pub use batch::Sample;
-pub use config::{Algo, Credit, KlConfig, KlEstimator, KlMode, LossAgg, OnEnvError, TrainConfig};
+pub use config::{
+    Algo, Credit, EvalConfig, KlConfig, KlEstimator, KlMode, LossAgg, ObjectiveConfig, OnEnvError,
+    OptimiserConfig, RolloutConfig, ScheduleConfig, TrainConfig,
+};
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
 pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
 pub use run::{
-    RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings, write_plots,
+    NewRun, RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings,
+    write_plots,
 };
 pub use sft::SftConfig;

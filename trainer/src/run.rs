@@ -43,13 +43,35 @@ const EVALS: &str = "eval.jsonl";
 const CHECKPOINT: &str = "checkpoint";
 const REFERENCE: &str = "reference";
 
-/// `config.json` of a run.
+/// `config.json` of a run: the caller's description of it (`M`: the command line's typed
+/// run metadata — env, its configuration, backend, model — or any JSON) and the training
+/// settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunConfig {
-    /// Free-form description from the caller (env id, env config, backend …).
-    pub run: Value,
+pub struct RunConfig<M = Value> {
+    /// The caller's description of the run.
+    pub run: M,
     /// The training settings.
     pub train: TrainConfig,
+}
+
+/// What a new run starts from (see [`Trainer::new`]).
+#[allow(missing_debug_implementations)] // the envs are trait objects without `Debug`
+pub struct NewRun<B: AutodiffBackend> {
+    /// The caller's description of the run, saved as `run` in `config.json` and read back
+    /// with [`read_run_config`] in the caller's own type.
+    pub meta: Value,
+    /// The training settings.
+    pub config: TrainConfig,
+    /// The initial policy's architecture.
+    pub policy_config: PolicyConfig,
+    /// The initial policy.
+    pub model: PolicyModel<B>,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// At least [`TrainConfig::episodes_per_iter`] envs.
+    pub envs: Vec<BoxEnv>,
+    /// The reset options of training episodes (e.g. the train split).
+    pub options: ResetOptions,
 }
 
 /// `checkpoint/state.json`.
@@ -62,13 +84,13 @@ struct RunState {
 /// The rollout shape a config implies.
 pub fn rollout_settings(config: &TrainConfig) -> RolloutSettings {
     RolloutSettings {
-        max_turns: config.max_turns,
-        max_new_tokens: config.max_new_tokens,
-        max_context: config.max_context,
-        max_observation_chars: config.max_observation_chars,
+        max_turns: config.rollout.max_turns,
+        max_new_tokens: config.rollout.max_new_tokens,
+        max_context: config.rollout.max_context,
+        max_observation_chars: config.rollout.max_observation_chars,
         limits: ActionLimits {
-            thought_chars: config.thought_chars,
-            response_chars: config.response_chars,
+            thought_chars: config.rollout.thought_chars,
+            response_chars: config.rollout.response_chars,
         },
     }
 }
@@ -90,11 +112,16 @@ fn mix(parts: &[u64]) -> u64 {
 /// each rollout, `group_size` rollouts per task. Any other way of playing an iteration (e.g.
 /// harnesses behind the recording proxy) uses these to play the same tasks and seeds.
 pub fn iteration_jobs(config: &TrainConfig, iter: u32, batch: u32) -> Vec<(usize, u64)> {
-    (0..config.tasks_per_iter)
+    (0..config.rollout.tasks_per_iter)
         .flat_map(|g| {
-            let group = batch as usize * config.tasks_per_iter + g;
-            let seed = mix(&[config.seed, u64::from(iter), u64::from(batch), g as u64]);
-            std::iter::repeat_n((group, seed), config.group_size)
+            let group = batch as usize * config.rollout.tasks_per_iter + g;
+            let seed = mix(&[
+                config.schedule.seed,
+                u64::from(iter),
+                u64::from(batch),
+                g as u64,
+            ]);
+            std::iter::repeat_n((group, seed), config.rollout.group_size)
         })
         .collect()
 }
@@ -127,21 +154,18 @@ impl<B: AutodiffBackend> std::fmt::Debug for Trainer<B> {
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
-    /// Starts a new run in `out` from `model`. `envs` must hold at least
-    /// [`TrainConfig::episodes_per_iter`] envs; `options` are the reset options of training
-    /// episodes (e.g. the train split). Refuses a directory that already holds a checkpoint.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        out: &Path,
-        run: Value,
-        config: TrainConfig,
-        policy_config: PolicyConfig,
-        model: PolicyModel<B>,
-        tokenizer: Tokenizer,
-        envs: Vec<BoxEnv>,
-        options: ResetOptions,
-        device: B::Device,
-    ) -> Result<Self> {
+    /// Starts a new run in `out` from what `start` holds. Refuses a directory that already
+    /// holds a checkpoint.
+    pub fn new(out: &Path, start: NewRun<B>, device: B::Device) -> Result<Self> {
+        let NewRun {
+            meta: run,
+            config,
+            policy_config,
+            model,
+            tokenizer,
+            envs,
+            options,
+        } = start;
         config.validate()?;
         if out.join(CHECKPOINT).exists() {
             return Err(run_error(
@@ -159,15 +183,15 @@ impl<B: AutodiffBackend> Trainer<B> {
         std::fs::write(&path, text).map_err(io(&path))?;
         let _ = std::fs::remove_file(out.join(METRICS));
         let _ = std::fs::remove_file(out.join(EVALS));
-        let reference = if config.kl.coef > 0.0 {
+        let reference = if config.objective.kl.coef > 0.0 {
             checkpoint::save(&out.join(REFERENCE), &policy_config, &model, &tokenizer)?;
             Some(model.valid().for_inference())
         } else {
             None
         };
         let engine = Self::engine(&config, envs, &tokenizer)?;
-        let learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
-            .with_passes(config.passes);
+        let learner =
+            Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
         Ok(Self {
             log: MetricsLog::new(out.join(METRICS)),
             evals: MetricsLog::new(out.join(EVALS)),
@@ -193,7 +217,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         options: ResetOptions,
         device: B::Device,
     ) -> Result<Self> {
-        let run = read_run_config(out)?;
+        let run = read_run_config::<Value>(out)?;
         let config = run.train;
         let ckpt = out.join(CHECKPOINT);
         let state_path = ckpt.join("state.json");
@@ -202,15 +226,15 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .map_err(|e| run_error(&state_path, e))?;
         let (policy_config, model, tokenizer) =
             checkpoint::load::<B>(&ckpt.join("policy"), &device)?;
-        let reference = if config.kl.coef > 0.0 {
+        let reference = if config.objective.kl.coef > 0.0 {
             let (_, r, _) = checkpoint::load::<B::InnerBackend>(&out.join(REFERENCE), &device)?;
             Some(r.for_inference())
         } else {
             None
         };
         let engine = Self::engine(&config, envs, &tokenizer)?;
-        let mut learner = Learner::new(model, policy_config.vocab_size, config.grad_clip, device)
-            .with_passes(config.passes);
+        let mut learner =
+            Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
         let opt_path = ckpt.join("optimizer");
         // burn panics on some malformed records (a record of another model's shapes); keep
         // that inside this call, as the policy's own load does.
@@ -254,7 +278,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         }
         RolloutEngine::new(
             envs,
-            config.env_threads,
+            config.rollout.env_threads,
             tok.clone(),
             rollout_settings(config),
         )
@@ -287,7 +311,7 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// Whether every configured iteration has run.
     pub fn finished(&self) -> bool {
-        self.iter >= self.config.iters
+        self.iter >= self.config.schedule.iters
     }
 
     /// Plays and learns from one iteration; appends its metrics and checkpoints on schedule.
@@ -298,7 +322,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let model = self.learner.inference_model();
         let device = self.learner.device.clone();
         let batches = if c.algo == Algo::Dapo {
-            c.max_gen_batches.max(1)
+            c.rollout.max_gen_batches.max(1)
         } else {
             1
         };
@@ -308,13 +332,13 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut stats = crate::rollout::RolloutStats::default();
         for batch in 0..batches {
             let jobs = iteration_jobs(&c, iter, batch);
-            let sample_seed = mix(&[c.seed, u64::from(iter), u64::from(batch), u64::MAX]);
+            let sample_seed = mix(&[c.schedule.seed, u64::from(iter), u64::from(batch), u64::MAX]);
             let (eps, s) = self.engine.run(
                 &model,
                 &device,
                 &jobs,
                 &self.options,
-                c.temperature,
+                c.rollout.temperature,
                 sample_seed,
             )?;
             stats.generated_tokens += s.generated_tokens;
@@ -322,14 +346,14 @@ impl<B: AutodiffBackend> Trainer<B> {
             stats.env_steps += s.env_steps;
             stats.env_time += s.env_time;
             played.extend(eps.iter().cloned());
-            let (good, _) = usable(eps, c.on_env_error);
+            let (good, _) = usable(eps, c.rollout.on_env_error);
             if c.algo == Algo::Dapo {
                 let (varied, dropped) = varied_groups(good);
                 filtered += dropped;
                 kept.extend(varied);
                 let groups: std::collections::BTreeSet<usize> =
                     kept.iter().map(|e| e.group).collect();
-                if groups.len() >= c.tasks_per_iter {
+                if groups.len() >= c.rollout.tasks_per_iter {
                     break;
                 }
             } else {
@@ -339,7 +363,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         if c.algo == Algo::Dapo {
             let groups: Vec<usize> = {
                 let set: std::collections::BTreeSet<usize> = kept.iter().map(|e| e.group).collect();
-                set.into_iter().take(c.tasks_per_iter).collect()
+                set.into_iter().take(c.rollout.tasks_per_iter).collect()
             };
             kept.retain(|e| groups.contains(&e.group));
         }
@@ -360,7 +384,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         stats: &crate::rollout::RolloutStats,
         rollout_s: f64,
     ) -> Result<IterMetrics> {
-        let (mut kept, _) = usable(episodes, self.config.on_env_error);
+        let (mut kept, _) = usable(episodes, self.config.rollout.on_env_error);
         let mut filtered = 0;
         if self.config.algo == Algo::Dapo {
             let (varied, dropped) = varied_groups(kept);
@@ -385,7 +409,7 @@ impl<B: AutodiffBackend> Trainer<B> {
     ) -> Result<IterMetrics> {
         let iter = self.iter + 1;
         let c = self.config.clone();
-        if self.iter == 0 && c.eval_every > 0 {
+        if self.iter == 0 && c.eval.every > 0 {
             // The starting point of the evaluation curve (the policy has not changed yet).
             self.evaluate()?;
         }
@@ -395,19 +419,19 @@ impl<B: AutodiffBackend> Trainer<B> {
             &mut samples,
             c.algo == Algo::Ppo,
             self.reference.as_ref(),
-            c.temperature,
-            c.minibatch,
+            c.rollout.temperature,
+            c.optimiser.minibatch,
         );
         assign_advantages(&kept, &mut samples, &c);
         let mut totals = StepStats::default();
         let mut steps = 0;
-        let mut rng = SplitMix64::new(mix(&[c.seed, u64::from(iter), 0x0DE7]));
-        for _ in 0..c.epochs {
+        let mut rng = SplitMix64::new(mix(&[c.schedule.seed, u64::from(iter), 0x0DE7]));
+        for _ in 0..c.optimiser.epochs {
             let mut order: Vec<usize> = (0..samples.len()).collect();
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.below(i as u64 + 1) as usize);
             }
-            for chunk in order.chunks(c.minibatch) {
+            for chunk in order.chunks(c.optimiser.minibatch) {
                 let batch: Vec<&Sample> = chunk.iter().map(|&i| &samples[i]).collect();
                 let s = self.learner.rl_step(&batch, &c);
                 let w = s.tokens as f64;
@@ -446,10 +470,10 @@ impl<B: AutodiffBackend> Trainer<B> {
         m.elapsed_s = self.elapsed_before + self.started.elapsed().as_secs_f64();
         self.iter = iter;
         self.log.append(&m)?;
-        if c.eval_every > 0 && (iter.is_multiple_of(c.eval_every) || iter >= c.iters) {
+        if c.eval.every > 0 && (iter.is_multiple_of(c.eval.every) || iter >= c.schedule.iters) {
             self.evaluate()?;
         }
-        if iter.is_multiple_of(c.save_every.max(1)) || iter >= c.iters {
+        if iter.is_multiple_of(c.schedule.save_every.max(1)) || iter >= c.schedule.iters {
             self.save()?;
         }
         Ok(m)
@@ -461,9 +485,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         let c = &self.config;
         let (seeds, options) = crate::eval::eval_plan(
             self.engine.spec().tasks,
-            c.eval_split,
-            Some(c.eval_episodes),
-            c.eval_episodes,
+            c.eval.split,
+            Some(c.eval.episodes),
+            c.eval.episodes,
         );
         let model = self.learner.inference_model();
         let (report, _) = crate::eval::evaluate(
@@ -476,7 +500,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         )?;
         let point = EvalPoint {
             iter: self.iter,
-            split: c.eval_split,
+            split: c.eval.split,
             episodes: report.episodes,
             success_rate: report.success_rate,
             success_ci95: report.success_ci95,
@@ -554,11 +578,13 @@ fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
     )
 }
 
-/// Reads a run directory's `config.json`.
-pub fn read_run_config(out: &Path) -> Result<RunConfig> {
+/// Reads a run directory's `config.json`, its run description as an `M` (`Value` reads any).
+pub fn read_run_config<M: serde::de::DeserializeOwned>(out: &Path) -> Result<RunConfig<M>> {
     let path = out.join(CONFIG);
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    let run: RunConfig = serde_json::from_str(&text).map_err(|e| run_error(&path, e))?;
+    let run: RunConfig<M> =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text))
+            .map_err(|e| run_error(&path, format!("`{}`: {}", e.path(), e.inner())))?;
     run.train.validate()?;
     Ok(run)
 }

@@ -3,27 +3,26 @@
 use burn::module::Module;
 use sandgym_env_api::ResetOptions;
 use sandgym_policy::{CpuTrain, PolicyModel};
-use sandgym_trainer::{Algo, EvalPoint, IterMetrics, TrainConfig, Trainer};
+use sandgym_trainer::{Algo, EvalPoint, IterMetrics, NewRun, TrainConfig, Trainer};
 use serde_json::json;
 
 const MAX: u32 = 4;
 
 fn config(algo: Algo, iters: u32) -> TrainConfig {
-    TrainConfig {
-        iters,
-        tasks_per_iter: 8,
-        group_size: 8,
-        max_turns: 2,
-        max_new_tokens: 100,
-        max_context: 300,
-        response_chars: 8,
-        epochs: 4,
-        minibatch: 16,
-        lr: 3e-3,
-        save_every: 1,
-        seed: 11,
-        ..TrainConfig::for_algo(algo)
-    }
+    let mut c = TrainConfig::for_algo(algo);
+    c.schedule.iters = iters;
+    c.schedule.save_every = 1;
+    c.schedule.seed = 11;
+    c.rollout.tasks_per_iter = 8;
+    c.rollout.group_size = 8;
+    c.rollout.max_turns = 2;
+    c.rollout.max_new_tokens = 100;
+    c.rollout.max_context = 300;
+    c.rollout.response_chars = 8;
+    c.optimiser.epochs = 4;
+    c.optimiser.minibatch = 16;
+    c.optimiser.lr = 3e-3;
+    c
 }
 
 fn initial() -> PolicyModel<CpuTrain> {
@@ -40,18 +39,16 @@ fn trainer(
     let device = sandgym_policy::select_device();
     let pc = crate::tiny(tok.vocab_size());
     let envs = crate::guess_envs(c.episodes_per_iter(), MAX);
-    Trainer::new(
-        out,
-        json!({"env": "guess-number-v0"}),
-        c,
-        pc,
+    let start = NewRun {
+        meta: json!({"env": "guess-number-v0"}),
+        config: c,
+        policy_config: pc,
         model,
-        tok,
+        tokenizer: tok,
         envs,
-        ResetOptions::default(),
-        device,
-    )
-    .unwrap()
+        options: ResetOptions::default(),
+    };
+    Trainer::new(out, start, device).unwrap()
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -75,25 +72,21 @@ fn grpo_learns_to_read_the_instruction() {
     let tok = crate::pick_tokenizer();
     let device = sandgym_policy::select_device();
     let pc = crate::tiny(tok.vocab_size());
-    let c = TrainConfig {
-        max_turns: 1,
-        ..config(Algo::Grpo, 24)
-    };
+    let mut c = config(Algo::Grpo, 24);
+    c.rollout.max_turns = 1;
     let envs = (0..c.episodes_per_iter())
         .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
         .collect();
-    let mut t = Trainer::<CpuTrain>::new(
-        &out,
-        json!({"env": "pick-tool"}),
-        c,
-        pc.clone(),
-        crate::seeded(&pc, 11),
-        tok,
+    let start = NewRun {
+        meta: json!({"env": "pick-tool"}),
+        config: c,
+        policy_config: pc.clone(),
+        model: crate::seeded(&pc, 11),
+        tokenizer: tok,
         envs,
-        ResetOptions::default(),
-        device,
-    )
-    .unwrap();
+        options: ResetOptions::default(),
+    };
+    let mut t = Trainer::<CpuTrain>::new(&out, start, device).unwrap();
     let mut ms = Vec::new();
     t.run(|m| ms.push(m.clone())).unwrap();
     let start = mean(&ms[..2]);
@@ -205,11 +198,11 @@ fn same_iteration(a: &IterMetrics, b: &IterMetrics, algo: Algo) {
 fn resume_after_an_interruption_replays_the_next_iteration_exactly() {
     for algo in [Algo::Grpo, Algo::Ppo] {
         let mut c = config(algo, 3);
-        c.tasks_per_iter = 4;
-        c.group_size = if algo == Algo::Ppo { 1 } else { 4 };
-        c.kl.coef = 0.01;
-        c.eval_every = 2;
-        c.eval_episodes = 4;
+        c.rollout.tasks_per_iter = 4;
+        c.rollout.group_size = if algo == Algo::Ppo { 1 } else { 4 };
+        c.objective.kl.coef = 0.01;
+        c.eval.every = 2;
+        c.eval.episodes = 4;
         // Uninterrupted: three iterations.
         let a = tmp(&format!("resume-a-{}", algo.name()));
         let start = initial();
@@ -278,25 +271,23 @@ fn resume_after_an_interruption_replays_the_next_iteration_exactly() {
 fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage() {
     let out = tmp("refuse");
     let mut c = config(Algo::Grpo, 1);
-    c.tasks_per_iter = 2;
-    c.group_size = 2;
+    c.rollout.tasks_per_iter = 2;
+    c.rollout.group_size = 2;
     let mut t = trainer(&out, c.clone(), initial());
     t.step().unwrap();
     let tok = crate::guess_tokenizer(MAX);
     let device = sandgym_policy::select_device();
     let pc = crate::tiny(tok.vocab_size());
-    let err = Trainer::<CpuTrain>::new(
-        &out,
-        json!({}),
-        c.clone(),
-        pc.clone(),
-        crate::seeded(&pc, 11),
-        tok,
-        crate::guess_envs(4, MAX),
-        ResetOptions::default(),
-        device,
-    )
-    .unwrap_err();
+    let start = NewRun {
+        meta: json!({}),
+        config: c.clone(),
+        policy_config: pc.clone(),
+        model: crate::seeded(&pc, 11),
+        tokenizer: tok,
+        envs: crate::guess_envs(4, MAX),
+        options: ResetOptions::default(),
+    };
+    let err = Trainer::<CpuTrain>::new(&out, start, device).unwrap_err();
     assert!(err.to_string().contains("already holds a run"), "{err}");
     std::fs::write(out.join("checkpoint/state.json"), "{").unwrap();
     let err = Trainer::<CpuTrain>::resume(
@@ -314,8 +305,8 @@ fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage(
 #[test]
 fn a_damaged_optimizer_state_is_an_error_on_resume() {
     let mut c = config(Algo::Grpo, 1);
-    c.tasks_per_iter = 2;
-    c.group_size = 2;
+    c.rollout.tasks_per_iter = 2;
+    c.rollout.group_size = 2;
     let dir = tmp("damaged-optimizer");
     let mut t = trainer(&dir, c.clone(), initial());
     t.step().unwrap();

@@ -77,17 +77,15 @@ fn micro_batches_take_the_step_of_one_pass() {
     let tok = crate::pick_tokenizer();
     let data = samples(&tok);
     let refs: Vec<&Sample> = data.iter().collect();
-    let mut config = TrainConfig {
-        lr: 1e-3,
-        entropy_coef: 0.01,
-        ..TrainConfig::default()
-    };
+    let mut config = TrainConfig::default();
+    config.optimiser.lr = 1e-3;
+    config.objective.entropy_coef = 0.01;
     for agg in [
         sandgym_trainer::LossAgg::TokenMean,
         sandgym_trainer::LossAgg::SeqMeanTokenMean,
         sandgym_trainer::LossAgg::SeqMeanTokenSum,
     ] {
-        config.loss_agg = agg;
+        config.objective.loss_agg = agg;
         let mut whole = learner(&tok, Passes::default());
         let mut parts = learner(
             &tok,

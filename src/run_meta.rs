@@ -1,0 +1,106 @@
+//! What the command line records about a training run beside its settings: the `run` section
+//! of a run directory's `config.json`, typed.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::policy::DeviceKind;
+use crate::{Backend, EnvTarget};
+
+/// Where a run's training episodes come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeSource {
+    /// The env's own rollout engine.
+    #[default]
+    Env,
+    /// The harness behind the recording proxy.
+    Proxy,
+}
+
+/// A run's description: what it trains on and from what. Saved as `run` in `config.json`;
+/// `resume`, `eval --checkpoint` and the closing evaluation read it back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunMeta {
+    /// The env's id (bundled), its component file, or a served env's URL.
+    pub env: String,
+    /// The configuration the env is made with.
+    #[serde(default)]
+    pub env_config: Map<String, Value>,
+    /// Natively or in the sandbox.
+    pub backend: Backend,
+    /// The policy checkpoint the run started from, if any (no SFT then).
+    #[serde(default)]
+    pub init: Option<PathBuf>,
+    /// The model it started from: `tiny` or a pretrained model's name or directory.
+    pub model: String,
+    /// The device the policy trained on.
+    #[serde(default)]
+    pub device: DeviceKind,
+    /// Where its episodes came from.
+    #[serde(default)]
+    pub source: EpisodeSource,
+}
+
+impl RunMeta {
+    /// A run on `target` from `model`, in the sandbox, on the CPU, from the env's episodes.
+    pub fn new(target: &EnvTarget, model: impl Into<String>) -> Self {
+        Self {
+            env: target.env.clone(),
+            env_config: target.config.clone(),
+            backend: Backend::Wasm,
+            init: None,
+            model: model.into(),
+            device: DeviceKind::Cpu,
+            source: EpisodeSource::Env,
+        }
+    }
+
+    /// The run directory's `config.json`: this description and the training settings.
+    pub fn read(out: &Path) -> crate::trainer::Result<crate::trainer::RunConfig<Self>> {
+        crate::trainer::read_run_config(out)
+    }
+
+    /// The env it trains on, with its configuration.
+    pub fn target(&self) -> EnvTarget {
+        EnvTarget::with_config(&self.env, self.env_config.clone())
+    }
+
+    /// Whether it started from a pretrained model (not the tiny one, not a checkpoint).
+    pub fn pretrained(&self) -> bool {
+        self.init.is_none() && self.model != "tiny"
+    }
+
+    /// As JSON, for [`NewRun::meta`](crate::trainer::NewRun::meta).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("run metadata serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_what_it_does_not_know() {
+        let mut meta = RunMeta::new(&EnvTarget::new("sql-agent-v0"), "smollm2-135m-instruct");
+        meta.backend = Backend::Native;
+        meta.source = EpisodeSource::Proxy;
+        let value = meta.to_value();
+        assert_eq!(value["backend"], "native");
+        assert_eq!(value["source"], "proxy");
+        assert_eq!(serde_json::from_value::<RunMeta>(value).unwrap(), meta);
+        assert!(meta.pretrained());
+        let typo =
+            serde_json::json!({"env": "x", "backend": "wasm", "model": "tiny", "sorce": "env"});
+        let err = serde_json::from_value::<RunMeta>(typo)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sorce"), "{err}");
+        let bad = serde_json::json!({"env": "x", "backend": "gpu", "model": "tiny"});
+        assert!(serde_json::from_value::<RunMeta>(bad).is_err());
+    }
+}
