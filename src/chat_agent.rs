@@ -4,7 +4,7 @@
 //! request's functions; a tool call becomes a tool action, text becomes the final response,
 //! and each observation goes back as the tool's result (or a user message).
 
-use sandgym_harnesses::openai::{ChatRequest, FunctionDef, Message, ToolDef};
+use sandgym_chat_api::{ChatRequest, FunctionDef, Message, ToolDef};
 use sandgym_harnesses::{ChatClient, HarnessConfig};
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 //! customer are exactly the envs' own. The harness never sees rewards: the service adds them
 //! up for whoever runs the harness (the comparison posts them to the recording proxy).
 
-use sandgym_harnesses::openai::ToolDef;
+use sandgym_chat_api::ToolDef;
 use sandgym_harnesses::{HarnessError, Tools};
 use serde_json::{Map, Value};
 

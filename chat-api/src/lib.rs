@@ -2,6 +2,18 @@
 //! token-level extension fields of vLLM-style servers (`prompt_token_ids`, `token_ids`).
 //!
 //! Unknown fields are kept in `extra` maps so a proxy can pass them through untouched.
+//!
+//! The harnesses (the client side), the policy server and the recording proxy (the server
+//! side) all speak these types, so this crate depends on serde alone.
+//!
+//! ```
+//! use sandgym_chat_api::ChatRequest;
+//! let body = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_k": 5}"#;
+//! let request: ChatRequest = serde_json::from_str(body).unwrap();
+//! assert_eq!(request.messages.len(), 1);
+//! assert_eq!(request.extra["top_k"], 5, "unknown fields are kept");
+//! ```
+#![deny(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -74,8 +74,8 @@
 //! WebAssembly. A seed with no task in the [`ResetOptions`] also picks the task.
 //!
 //! # Features
-//! - `vec`: [`VecEnv`] (adds `crossbeam-channel`). Without it the crate depends only on serde,
-//!   serde_json and thiserror and builds for `wasm32-wasip2`.
+//! - `vec`: [`VecEnv`] (worker threads over `std::sync::mpsc`). The crate depends only on
+//!   serde, serde_json and thiserror either way; without `vec` it builds for `wasm32-wasip2`.
 #![deny(missing_docs)]
 
 mod action;

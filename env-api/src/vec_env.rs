@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
+use std::sync::mpsc::{Receiver, Sender, channel as unbounded};
 
 use crate::{Action, BoxEnv, Done, Env, EnvError, Observation, ResetOptions, Result};
 

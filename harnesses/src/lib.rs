@@ -41,7 +41,6 @@ mod client;
 mod config;
 mod conversation;
 mod error;
-pub mod openai;
 mod tools;
 
 pub use agents::Harness;
@@ -50,3 +49,6 @@ pub use config::HarnessConfig;
 pub use conversation::Conversation;
 pub use error::{HarnessError, Result};
 pub use tools::{Outcome, Tools};
+
+/// The chat-completions wire types (the `sandgym-chat-api` crate).
+pub use sandgym_chat_api as openai;

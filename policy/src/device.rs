@@ -49,14 +49,16 @@ impl DeviceKind {
     pub fn check(self) -> Result<Self> {
         match self {
             DeviceKind::Cpu => Ok(self),
-            DeviceKind::Cuda if !cfg!(feature = "cuda") => Err(PolicyError::Device(
+            #[cfg(not(feature = "cuda"))]
+            DeviceKind::Cuda => Err(PolicyError::Device(
                 "this build has no CUDA support; rebuild with `--features cuda`".into(),
             )),
-            DeviceKind::Cuda => match find_libcuda() {
-                Some(_) => Ok(self),
-                None => Err(PolicyError::Device(
-                    "no NVIDIA driver found (libcuda.so.1 is not on the library path)".into(),
-                )),
+            #[cfg(feature = "cuda")]
+            DeviceKind::Cuda => match load_libcuda() {
+                Ok(()) => Ok(self),
+                Err(why) => Err(PolicyError::Device(format!(
+                    "no NVIDIA driver found: libcuda.so.1 does not load ({why})"
+                ))),
             },
         }
     }
@@ -107,23 +109,13 @@ impl fmt::Display for DeviceKind {
     }
 }
 
-/// The driver library's path, searched where the dynamic loader looks: `LD_LIBRARY_PATH`,
-/// then the usual system directories.
-fn find_libcuda() -> Option<std::path::PathBuf> {
-    let from_env = std::env::var_os("LD_LIBRARY_PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default();
-    let system = [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/nvidia/lib64",
-        "/usr/lib/wsl/lib",
-    ];
-    from_env
-        .into_iter()
-        .chain(system.iter().map(std::path::PathBuf::from))
-        .map(|dir| dir.join("libcuda.so.1"))
-        .find(|p| p.exists())
+/// Whether the NVIDIA driver library loads, asked of the system's dynamic loader itself, so
+/// that `LD_LIBRARY_PATH`, the loader's cache and a container runtime's mounts all count.
+#[cfg(feature = "cuda")]
+fn load_libcuda() -> std::result::Result<(), String> {
+    // SAFETY: loading libcuda runs its initialisers, as burn-cuda's own loading does next; the
+    // library is closed again at once and none of its symbols is called here.
+    unsafe { libloading::Library::new("libcuda.so.1") }
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

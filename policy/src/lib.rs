@@ -20,6 +20,7 @@ mod cache;
 pub mod checkpoint;
 mod constraint;
 mod device;
+mod episode;
 mod error;
 mod lora;
 mod loss;
@@ -38,6 +39,7 @@ pub use constraint::{
 pub use device::{Cpu, CpuTrain, DeviceKind, OnDevice, select_device};
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, GpuTrain};
+pub use episode::{Episode, Turn};
 pub use error::{PolicyError, Result};
 pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};

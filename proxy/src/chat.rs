@@ -2,9 +2,9 @@
 //! decoding constraint), messages become the chat template's token ids, and a generated
 //! action becomes an assistant message with `tool_calls`.
 
+use sandgym_chat_api::ChatRequest;
+use sandgym_chat_api::{FunctionCall, Message, ToolCall, ToolDef};
 use sandgym_env_api::{Action, ActionBody, Schema, ToolSpec};
-use sandgym_harnesses::openai::ChatRequest;
-use sandgym_harnesses::openai::{FunctionCall, Message, ToolCall, ToolDef};
 use sandgym_policy::{ActionLimits, Role, Template, Tokenizer, ToolCallGrammar, canonical_json};
 use serde_json::{Map, Value};
 
@@ -204,7 +204,7 @@ pub fn assistant_message(text: &str, call_id: &str) -> (Message, &'static str) {
                         .unwrap_or_else(|| Value::Object(call.parameters).to_string());
                     let message = Message {
                         role: "assistant".into(),
-                        content: Some(sandgym_harnesses::openai::Content::Text(thought)),
+                        content: Some(sandgym_chat_api::Content::Text(thought)),
                         tool_calls: vec![ToolCall {
                             id: call_id.to_owned(),
                             kind: "function".into(),
@@ -220,7 +220,7 @@ pub fn assistant_message(text: &str, call_id: &str) -> (Message, &'static str) {
                 ActionBody::Response(response) => (
                     Message {
                         role: "assistant".into(),
-                        content: Some(sandgym_harnesses::openai::Content::Text(response)),
+                        content: Some(sandgym_chat_api::Content::Text(response)),
                         ..Message::default()
                     },
                     "stop",
@@ -230,7 +230,7 @@ pub fn assistant_message(text: &str, call_id: &str) -> (Message, &'static str) {
         Err(_) => (
             Message {
                 role: "assistant".into(),
-                content: Some(sandgym_harnesses::openai::Content::Text(text.to_owned())),
+                content: Some(sandgym_chat_api::Content::Text(text.to_owned())),
                 ..Message::default()
             },
             "length",

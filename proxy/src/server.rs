@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+// crossbeam rather than `std::sync::mpsc`: the generating threads share one receiver of
+// groups (a multi-consumer rendezvous channel), which std's channels do not offer.
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use sandgym_harnesses::openai::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
+use sandgym_chat_api::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
 use sandgym_policy::{
     ActionLimits, Cpu, PolicyError, PolicyModel, RowControl, SampleConfig, Sampled, Tokenizer,
     ToolCallGrammar, ToolCallMatcher, generate_with,

@@ -10,10 +10,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sandgym_chat_api::ChatRequest;
 use sandgym_env_api::Done;
-use sandgym_harnesses::openai::ChatRequest;
 use sandgym_policy::{ActionLimits, Role, Tokenizer, ToolCallGrammar, replay_masks};
-use sandgym_trainer::{Episode, Turn};
+use sandgym_policy::{Episode, Turn};
 use serde::{Deserialize, Serialize};
 
 use crate::chat;

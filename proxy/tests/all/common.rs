@@ -1,6 +1,6 @@
 //! A tiny random policy, a canned upstream, and a tool service for the harnesses.
 
-use sandgym_harnesses::openai::{FunctionDef, ToolDef};
+use sandgym_chat_api::{FunctionDef, ToolDef};
 use sandgym_harnesses::{HarnessError, Tools};
 use sandgym_policy::{ActionLimits, Cpu, PolicyConfig, PolicyModel, Tokenizer};
 use sandgym_proxy::{ServerConfig, http};

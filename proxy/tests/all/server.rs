@@ -1,6 +1,6 @@
 //! The policy server answers like an OpenAI-compatible API and refuses bad requests clearly.
 
-use sandgym_harnesses::openai::{ChatRequest, Message};
+use sandgym_chat_api::{ChatRequest, Message};
 use sandgym_harnesses::{ChatClient, HarnessConfig, HarnessError, Tools};
 use sandgym_proxy::PolicyServer;
 use serde_json::json;

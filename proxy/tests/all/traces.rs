@@ -31,7 +31,7 @@ fn run_harness(s: &Setup, runs: usize, history_chars: usize, answer_chars: usize
     run_harness_from(s, 0, runs, history_chars, answer_chars)
 }
 
-fn read(s: &Setup, runs: usize) -> (Vec<Vec<sandgym_trainer::Episode>>, TraceStats) {
+fn read(s: &Setup, runs: usize) -> (Vec<Vec<sandgym_policy::Episode>>, TraceStats) {
     let ids: Vec<(String, usize, u64)> = (0..runs)
         .map(|i| (format!("run{i}"), i, i as u64))
         .collect();
