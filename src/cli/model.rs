@@ -27,14 +27,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     match &args.command {
         Command::List => {
             println!("cache: {}", cache_dir().display());
+            let mut table = sandgym::table::new(&["model", "state", "what it is"]);
             for m in KNOWN_MODELS {
                 let state = if m.is_cached() {
                     "cached"
                 } else {
                     "not fetched"
                 };
-                println!("{:<24} {:<12} {}", m.name, state, m.description);
+                table.add_row(vec![m.name, state, m.description]);
             }
+            println!("{table}");
         }
         Command::Fetch { name } => {
             let Some(model) = KnownModel::find(name) else {

@@ -75,18 +75,25 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(figures))?);
     } else {
-        print_table("", &figures);
+        print_table(&figures);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(prefix: &str, figures: &Map<String, Value>) {
-    for (k, v) in figures {
-        match v {
-            Value::Object(inner) => print_table(&format!("{prefix}{k}."), inner),
-            other => println!("{:<44} {other}", format!("{prefix}{k}")),
+fn print_table(figures: &Map<String, Value>) {
+    fn rows(table: &mut comfy_table::Table, prefix: &str, figures: &Map<String, Value>) {
+        for (k, v) in figures {
+            match v {
+                Value::Object(inner) => rows(table, &format!("{prefix}{k}."), inner),
+                other => {
+                    table.add_row(vec![format!("{prefix}{k}"), other.to_string()]);
+                }
+            }
         }
     }
+    let mut table = sandgym::table::new(&["figure", "value"]);
+    rows(&mut table, "", figures);
+    println!("{table}");
 }
 
 /// Per bundled env: the task, a representative query step, and the figures native vs WASM.
