@@ -4,6 +4,11 @@
 /// natively and in WebAssembly. Envs derive all episode randomness from the reset seed with it
 /// (or with any generator of their choice), never from a clock or the OS.
 ///
+/// Kept here instead of depending on `rand`: env-api stays serde-only for WebAssembly guests,
+/// and an env's episodes must not change when a dependency's generator or its seeding does
+/// (`rand`'s `StdRng` documents that its algorithm may change between releases), because
+/// recorded trajectories are replayed from their seeds.
+///
 /// ```
 /// use sandgym_env_api::SplitMix64;
 /// let mut a = SplitMix64::new(42);

@@ -1,4 +1,12 @@
 //! The JSON-schema subset that tool parameters are declared in, and its validator.
+//!
+//! Hand-written rather than a JSON-schema crate, for three reasons: `env-api` must build for
+//! `wasm32-wasip2` with serde alone (the full validators pull regex engines, URL and date
+//! parsers and, for some, HTTP clients for remote `$ref`s); the subset is kept to keywords
+//! the decoder's grammar (llguidance) can enforce, so an env cannot declare parameters that
+//! validate but that the policy cannot be constrained to; and guest-declared schemas are
+//! hostile input, so every operation on them runs within a fixed budget (`EXAMPLE_BUDGET`,
+//! `lint`'s bounds).
 
 use std::collections::BTreeMap;
 
