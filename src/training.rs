@@ -198,11 +198,56 @@ pub fn fresh_policy<B: AutodiffBackend>(
     if config.sft.episodes == 0 && config.sft.demonstrations == 0 {
         return Ok((policy_config, model, tokenizer));
     }
-    let clock = Instant::now();
     let examples = baseline_sft_data(env, &config.sft)?;
-    let data = sft_samples(env, &tokenizer, &examples, config)?;
+    let (model, _) = sft_policy::<B>(
+        env,
+        (&policy_config, model, &tokenizer),
+        &examples,
+        config,
+        device,
+    )?;
+    if let Some(dir) = sft_dir {
+        checkpoint::save(dir, &policy_config, &model, &tokenizer)?;
+    }
+    Ok((policy_config, model, tokenizer))
+}
+
+/// What an SFT pass learned from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SftReport {
+    /// Episodes trained on.
+    pub episodes: usize,
+    /// Episodes left out: longer than the context.
+    pub too_long: usize,
+    /// Episodes with actions outside the env's grammar (learned unconstrained).
+    pub unconstrained: usize,
+    /// The mean loss of each epoch.
+    pub epoch_losses: Vec<f64>,
+}
+
+/// Supervised training of `policy` (its architecture, weights and tokenizer) on `examples`
+/// in the env's prompts and tools, as `config.sft` says, with a progress bar: the SFT
+/// warm-start of [`fresh_policy`] and `sandgym sft`. Examples that are all unusable (each
+/// longer than the context) are an error, not a silent no-op.
+pub fn sft_policy<B: AutodiffBackend>(
+    env: &EnvTarget,
+    policy: (&PolicyConfig, PolicyModel<B>, &Tokenizer),
+    examples: &[SftExample],
+    config: &TrainConfig,
+    device: &B::Device,
+) -> anyhow::Result<(PolicyModel<B>, SftReport)> {
+    let (policy_config, model, tokenizer) = policy;
+    let clock = Instant::now();
+    let data = sft_samples(env, tokenizer, examples, config)?;
+    anyhow::ensure!(
+        examples.is_empty() || !data.samples.is_empty(),
+        "sft: none of the {} episodes is usable ({} longer than the model's context of {} tokens)",
+        examples.len(),
+        data.too_long,
+        config.rollout.max_context
+    );
     eprintln!(
-        "sft: {} episodes of the baseline and demonstrations ({} longer than the context left out{}{}), {} epochs",
+        "sft: {} episodes ({} longer than the context left out{}{}), {} epochs",
         data.samples.len(),
         data.too_long,
         if config.sft.successful_only {
@@ -248,10 +293,13 @@ pub fn fresh_policy<B: AutodiffBackend>(
             .collect::<Vec<_>>(),
         clock.elapsed().as_secs_f64()
     );
-    if let Some(dir) = sft_dir {
-        checkpoint::save(dir, &policy_config, &learner.model, &tokenizer)?;
-    }
-    Ok((policy_config, learner.model, tokenizer))
+    let report = SftReport {
+        episodes: samples.len(),
+        too_long: data.too_long,
+        unconstrained: data.unconstrained,
+        epoch_losses: means,
+    };
+    Ok((learner.model, report))
 }
 
 /// What a new training run starts from and where its episodes run (see [`new_run`]).

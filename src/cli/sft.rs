@@ -7,8 +7,8 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Trajectory;
 use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
-use sandgym::trainer::sft::{self, SftExample};
-use sandgym::trainer::{Algo, Learner, policy_dir};
+use sandgym::trainer::sft::SftExample;
+use sandgym::trainer::{Algo, policy_dir};
 
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
@@ -106,27 +106,15 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         }
         None => sandgym::training::baseline_sft_data(&target, &config.sft)?,
     };
-    let data = sandgym::training::sft_samples(&target, &tokenizer, &examples, &config)?;
-    anyhow::ensure!(
-        !data.samples.is_empty(),
-        "no usable episodes ({} longer than the context)",
-        data.too_long
-    );
-    if data.unconstrained > 0 {
-        eprintln!(
-            "{} episodes have actions outside the env's grammar; they are learned unconstrained",
-            data.unconstrained
-        );
-    }
-    let samples = data.samples;
-    let mut learner =
-        Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
-    let means = sft::train(&mut learner, &samples, &config.sft, args.seed, |_, _, _| {});
-    eprintln!(
-        "sft on {} episodes: loss per epoch {means:?}",
-        samples.len()
-    );
-    checkpoint::save(&args.out, &policy_config, &learner.model, &tokenizer)?;
+    let (model, report) = sandgym::training::sft_policy::<B>(
+        &target,
+        (&policy_config, model, &tokenizer),
+        &examples,
+        &config,
+        &device,
+    )?;
+    anyhow::ensure!(report.episodes > 0, "no episodes to learn from");
+    checkpoint::save(&args.out, &policy_config, &model, &tokenizer)?;
     eprintln!("policy written to {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
