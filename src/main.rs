@@ -22,6 +22,8 @@ enum Command {
     Run(cli::run::Args),
     /// Check that an env keeps the Env contract (determinism, invalid actions, termination, …).
     Check(cli::check::Args),
+    /// Make a new env crate of one's own (`sandgym new env NAME`).
+    New(cli::new::Args),
     /// Train a policy on an env: SFT warm-start on the scripted baseline, then RL
     /// (GRPO, PPO, RLOO, DAPO or REINFORCE++).
     Train(cli::train::Args),
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Envs(args) => cli::envs::run(&args),
         Command::Run(args) => cli::run::run(&args),
         Command::Check(args) => cli::check::run(&args),
+        Command::New(args) => cli::new::run(&args),
         Command::Train(args) => cli::train::run(&args),
         Command::Sft(args) => cli::sft::run(&args),
         Command::Eval(args) => cli::eval::run(&args),

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod envs;
 pub mod eval;
 pub mod model;
+pub mod new;
 pub mod proxy;
 pub mod run;
 pub mod serve;

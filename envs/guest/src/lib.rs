@@ -45,8 +45,13 @@ pub fn log(level: Level, message: &str) {
 #[macro_export]
 macro_rules! export_env {
     ($make:expr) => {
+        // Only a WebAssembly build exports the interface: a native build of the same crate
+        // (its `cargo test`, an `rlib` or `cdylib` for the host) has nothing to export, and
+        // the component's export names are not valid native symbol names.
+        #[cfg(target_family = "wasm")]
         struct __SandgymEnvGuest;
 
+        #[cfg(target_family = "wasm")]
         impl $crate::Guest for __SandgymEnvGuest {
             fn init(config: String) -> ::core::result::Result<(), $crate::WitError> {
                 $crate::__private::init(&config, |c| $crate::__private::boxed(($make)(c)))
@@ -77,6 +82,7 @@ macro_rules! export_env {
             }
         }
 
+        #[cfg(target_family = "wasm")]
         $crate::bindings::__export_env_guest!(__SandgymEnvGuest with_types_in $crate::bindings);
     };
 }
