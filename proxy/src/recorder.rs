@@ -128,6 +128,11 @@ fn split_rollout(path: &str) -> Result<(Option<String>, String), HttpError> {
         return Ok((None, path.to_owned()));
     };
     let (id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    Ok((Some(rollout_id(id)?), format!("/{tail}")))
+}
+
+/// A rollout id as given in a path or an `x-rollout-id` header, checked alike.
+fn rollout_id(id: &str) -> Result<String, HttpError> {
     if id.is_empty()
         || id.len() > 200
         || !id
@@ -138,7 +143,7 @@ fn split_rollout(path: &str) -> Result<(Option<String>, String), HttpError> {
             "rollout ids are 1-200 characters of [A-Za-z0-9-_.:]",
         ));
     }
-    Ok((Some(id.to_owned()), format!("/{tail}")))
+    Ok(id.to_owned())
 }
 
 fn handle(state: &State, request: &Request) -> Response {
@@ -147,9 +152,11 @@ fn handle(state: &State, request: &Request) -> Response {
     let path = request.route();
     let result = (|| {
         let (tagged, rest) = split_rollout(path)?;
-        let rollout = tagged
-            .or_else(|| request.header("x-rollout-id").map(str::to_owned))
-            .unwrap_or_else(|| "untagged".into());
+        let rollout = match (tagged, request.header("x-rollout-id")) {
+            (Some(id), _) => id,
+            (None, Some(header)) => rollout_id(header)?,
+            (None, None) => "untagged".into(),
+        };
         let body = &request.body;
         match (request.method.as_str(), rest.as_str()) {
             ("POST", "/reward") => reward(state, &rollout, body),

@@ -99,6 +99,22 @@ fn bad_requests_get_clear_errors_and_are_not_recorded() {
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(needle), "{url}: {message}");
     }
+    // A header tag is checked as a path tag is.
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    for bad in ["../../etc", "a b", &"x".repeat(201)] {
+        let mut answer = agent
+            .post(&format!("{base}/v1/chat/completions"))
+            .header("x-rollout-id", bad)
+            .header("content-type", "application/json")
+            .send(json!({"messages": []}).to_string())
+            .unwrap();
+        assert_eq!(answer.status(), 400, "{bad}");
+        let text = answer.body_mut().read_to_string().unwrap();
+        assert!(text.contains("rollout ids"), "{bad}: {text}");
+    }
     assert_eq!(TraceStore::open(&db).unwrap().count().unwrap(), 0);
     // An unreachable upstream is a 502, not a hang or a crash.
     drop(upstream);
