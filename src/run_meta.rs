@@ -43,6 +43,9 @@ pub struct RunMeta {
     /// Where its episodes came from.
     #[serde(default)]
     pub source: EpisodeSource,
+    /// The reward composed around the env's own (`--reward`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<crate::env_api::RewardSpec>,
 }
 
 impl RunMeta {
@@ -56,6 +59,7 @@ impl RunMeta {
             model: model.into(),
             device: DeviceKind::Cpu,
             source: EpisodeSource::Env,
+            reward: target.reward.clone(),
         }
     }
 
@@ -64,9 +68,11 @@ impl RunMeta {
         crate::trainer::read_run_config(out)
     }
 
-    /// The env it trains on, with its configuration.
+    /// The env it trains on, with its configuration and its reward.
     pub fn target(&self) -> EnvTarget {
-        EnvTarget::with_config(&self.env, self.env_config.clone())
+        let mut target = EnvTarget::with_config(&self.env, self.env_config.clone());
+        target.reward = self.reward.clone();
+        target
     }
 
     /// Whether it started from a pretrained model (not the tiny one, not a checkpoint).

@@ -30,6 +30,10 @@ pub struct EnvTarget {
     /// The configuration object the env is made with (empty: its defaults).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub config: Map<String, Value>,
+    /// A reward composed around the env's own (`--reward`), if any: every env made from
+    /// the target is wrapped in [`Reward`](env_api::Reward).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<env_api::RewardSpec>,
     #[serde(skip)]
     spec: OnceLock<EnvSpec>,
 }
@@ -48,8 +52,19 @@ impl EnvTarget {
         Self {
             env: env.into(),
             config,
-            spec: OnceLock::new(),
+            ..Self::default()
         }
+    }
+
+    /// The same target with its reward composed as `reward` says (checked now: an invalid
+    /// design is an error before any env is made).
+    pub fn with_reward(mut self, reward: Option<env_api::RewardSpec>) -> env_api::Result<Self> {
+        if let Some(spec) = &reward {
+            spec.check()?;
+        }
+        self.reward = reward;
+        self.spec = OnceLock::new();
+        Ok(self)
     }
 
     /// The target `--env ENV --env-config CONFIG` name. `CONFIG` is a JSON object written
@@ -85,9 +100,14 @@ impl EnvTarget {
         is_guest_file(&self.env)
     }
 
-    /// One env, natively or sandboxed (a guest file runs only sandboxed).
+    /// One env, natively or sandboxed (a guest file runs only sandboxed), with the target's
+    /// reward if it has one.
     pub fn make(&self, backend: Backend) -> env_api::Result<BoxEnv> {
-        make_env(&self.env, backend, &self.config)
+        let env = make_env(&self.env, backend, &self.config)?;
+        match &self.reward {
+            None => Ok(env),
+            Some(spec) => Ok(Box::new(env_api::Reward::new(env, spec)?)),
+        }
     }
 
     /// One env the fastest way it runs: natively, or sandboxed for a guest file.
@@ -139,6 +159,26 @@ impl EnvTarget {
             self.env.clone()
         }
     }
+}
+
+/// The reward design `--reward SPEC` names: a JSON list of terms or an object with terms and a
+/// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file.
+pub fn parse_reward(spec: Option<&str>) -> env_api::Result<Option<env_api::RewardSpec>> {
+    let Some(spec) = spec else { return Ok(None) };
+    let invalid = |reason: String| EnvError::InvalidConfig { reason };
+    let text = if spec.trim_start().starts_with(['{', '[']) {
+        spec.to_owned()
+    } else if spec.ends_with(".wasm") {
+        return Err(invalid(format!(
+            "--reward {spec}: reward components are not supported yet; give a JSON list of terms"
+        )));
+    } else {
+        std::fs::read_to_string(spec)
+            .map_err(|e| invalid(format!("cannot read --reward {spec}: {e}")))?
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| invalid(format!("--reward: {e}")))
 }
 
 /// Whether `env` names a guest file (a `.wasm` path or an existing file) rather than an id.

@@ -1252,3 +1252,116 @@ fn a_new_env_crate_tests_builds_and_checks_as_it_is() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--reward` composes a reward around an env's own without touching it: `run` plays under
+/// it (binary search's extra guesses cost what the design says), `train` trains with it and
+/// records it, and `eval --checkpoint` of the run plays under it again.
+#[test]
+fn a_composed_reward_runs_trains_and_is_remembered() {
+    let play = |reward: Option<&str>| {
+        let mut args = vec![
+            "run",
+            "--env",
+            "guess-number-v0",
+            "--agent",
+            "baseline",
+            "--episodes",
+            "20",
+            "--json",
+        ];
+        if let Some(r) = reward {
+            args.extend(["--reward", r]);
+        }
+        let out = sandgym(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = play(None);
+    let budget = r#"[{"term": "env"}, {"term": "tool_budget", "max_calls": 2, "weight": -0.1}]"#;
+    let composed = play(Some(budget));
+    // Every guess after the second costs 0.1; the env's own reward is unchanged.
+    let (steps, episodes) = (
+        plain["steps"].as_f64().unwrap(),
+        plain["episodes"].as_f64().unwrap(),
+    );
+    let expected =
+        plain["mean_reward"].as_f64().unwrap() - 0.1 * (steps - 2.0 * episodes) / episodes;
+    let got = composed["mean_reward"].as_f64().unwrap();
+    assert!(steps > 2.0 * episodes, "{plain}");
+    assert!(
+        (got - expected).abs() < 1e-9,
+        "{got} vs {expected}: {composed}"
+    );
+    assert_eq!(composed["success_rate"], plain["success_rate"]);
+    for (bad, needle) in [
+        (r#"[{"term": "bonus"}]"#, "--reward"),
+        (r#"[{"term": "env", "weight": 1e999}]"#, "--reward"),
+        ("[]", "at least one term"),
+        ("plugin.wasm", "not supported yet"),
+    ] {
+        let out = sandgym(&["run", "--env", "guess-number-v0", "--reward", bad]);
+        assert!(!out.status.success(), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{bad}: {stderr}");
+    }
+
+    let out = tmp("reward-train");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 4}, "schedule": {"save_every": 1}}"#,
+    )
+    .unwrap();
+    let train = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--model",
+        "tiny",
+        "--reward",
+        budget,
+        "--iters",
+        "2",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "4",
+    ]);
+    let stderr = String::from_utf8_lossy(&train.stderr);
+    assert!(train.status.success(), "{stderr}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["run"]["reward"]["terms"][1]["term"], "tool_budget",
+        "{saved}"
+    );
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 2);
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--episodes",
+        "4",
+        "--json",
+    ]);
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    let baseline = report["baseline"]["mean_reward"].as_f64().unwrap();
+    assert!(
+        baseline < 1.0,
+        "the baseline plays under the composed reward too: {report}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}

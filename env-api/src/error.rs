@@ -103,6 +103,16 @@ pub enum EnvError {
         /// The panic message.
         message: String,
     },
+    /// A reward term (or the env itself, under a composed [`Reward`](crate::Reward)) gave a
+    /// NaN or an infinity; the episode is lost (a reward that is not a number is never
+    /// trained on).
+    #[error("reward term `{term}` gave {value}, not a finite number")]
+    InvalidReward {
+        /// The term's name (`env` for the env's own reward).
+        term: String,
+        /// What it gave (`NaN`, `inf`, `-inf`).
+        value: String,
+    },
     /// The env's backend (a sandbox, a remote host) failed; the episode is lost.
     #[error("env backend failed: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
@@ -178,7 +188,9 @@ impl EnvError {
             | EnvError::InvalidParameters { .. }
             | EnvError::ActionRejected { .. } => ErrorKind::InvalidAction,
             EnvError::NotReset | EnvError::EpisodeOver { .. } => ErrorKind::Usage,
-            EnvError::Panicked { .. } | EnvError::Backend(_) => ErrorKind::Episode,
+            EnvError::Panicked { .. } | EnvError::Backend(_) | EnvError::InvalidReward { .. } => {
+                ErrorKind::Episode
+            }
             EnvError::Remote { kind, .. } => *kind,
             _ => ErrorKind::Other,
         }

@@ -88,6 +88,7 @@ mod outcome;
 mod panic;
 mod record;
 mod registry;
+pub mod reward;
 mod rng;
 mod schema;
 mod spec;
@@ -110,6 +111,7 @@ pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
 };
+pub use reward::{Reward, RewardFn, RewardSpec, StepView, Term};
 pub use rng::SplitMix64;
 pub use schema::{EXAMPLE_BUDGET, Schema, SchemaType};
 pub use spec::{EnvId, EnvSpec, TaskCounts};

@@ -32,6 +32,13 @@ pub struct Args {
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
     env_config: Option<String>,
+    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
+    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
+    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
+    /// observation's `info.reward_terms`.
+    /// A run directory's `--checkpoint` brings the run's own.
+    #[arg(long)]
+    reward: Option<String>,
     /// The task split.
     #[arg(long, default_value = "test")]
     split: Split,
@@ -59,7 +66,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // The rollout shape the policy was trained with, when the checkpoint is a run directory.
     let run = args.checkpoint.as_deref().map(sandgym::RunMeta::read);
     let target = match (&args.env, &run) {
-        (Some(env), _) => EnvTarget::parse(env, args.env_config.as_deref())?,
+        (Some(env), _) => EnvTarget::parse(env, args.env_config.as_deref())?
+            .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?,
         (None, Some(Ok(run))) => run.run.target(),
         (None, Some(Err(e))) => anyhow::bail!("give --env: the checkpoint is not a run ({e})"),
         (None, None) => anyhow::bail!("give --env"),

@@ -37,6 +37,12 @@ pub struct Args {
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
     env_config: Option<String>,
+    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
+    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
+    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
+    /// observation's `info.reward_terms`.
+    #[arg(long)]
+    reward: Option<String>,
     /// The agent.
     #[arg(long, value_enum, default_value_t = AgentKind::Baseline)]
     agent: AgentKind,
@@ -132,7 +138,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         Backend::Wasm
     };
-    let target = EnvTarget::parse(&args.env, args.env_config.as_deref())?;
+    let target = EnvTarget::parse(&args.env, args.env_config.as_deref())?
+        .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
     let env = target
         .make(backend)
         .with_context(|| format!("building {}", args.env))?;

@@ -26,6 +26,13 @@ pub struct Args {
     /// "databases": {"music": "@music.sql"}}` for the SQL env over your own database).
     #[arg(long, conflicts_with = "resume")]
     env_config: Option<String>,
+    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
+    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
+    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
+    /// observation's `info.reward_terms`. Recorded in the run: resume,
+    /// eval and the closing table use it too.
+    #[arg(long, conflicts_with = "resume")]
+    reward: Option<String>,
     /// grpo, ppo, rloo, dapo or reinforce_pp.
     #[arg(long, default_value = "grpo")]
     algo: String,
@@ -132,7 +139,8 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         t
     } else {
         let env = args.env.clone().expect("clap requires --env");
-        let target = EnvTarget::parse(&env, args.env_config.as_deref())?;
+        let target = EnvTarget::parse(&env, args.env_config.as_deref())?
+            .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
         let model = ModelChoice {
