@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    Action, ActionBody, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result,
+    Action, ActionBody, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result, SUCCESS,
     episode_success,
 };
 
@@ -300,8 +300,9 @@ pub struct Reward<E> {
     env_return: f64,
     turn: u32,
     tool_calls: u32,
-    /// The last accepted step's terms (shown by `observe` as by `step`).
-    breakdown: Option<Map<String, Value>>,
+    /// What the last accepted step added to the env's info (`reward_terms`, and `success`
+    /// where the env gives none), shown by `observe` as by `step`.
+    added: Map<String, Value>,
 }
 
 impl<E> std::fmt::Debug for Reward<E> {
@@ -366,7 +367,7 @@ impl<E: Env> Reward<E> {
             env_return: 0.0,
             turn: 0,
             tool_calls: 0,
-            breakdown: None,
+            added: Map::new(),
         })
     }
 
@@ -385,16 +386,14 @@ impl<E: Env> Env for Reward<E> {
         let obs = self.inner.reset(seed, options)?;
         self.terms.iter_mut().for_each(|t| t.reset());
         (self.reward, self.env_return, self.turn, self.tool_calls) = (0.0, 0.0, 0, 0);
-        self.breakdown = None;
+        self.added = Map::new();
         Ok(obs)
     }
 
     fn observe(&self) -> Observation {
         let mut obs = self.inner.observe();
-        if let Some(terms) = &self.breakdown {
-            obs.info
-                .insert("reward_terms".into(), Value::Object(terms.clone()));
-        }
+        obs.info
+            .extend(self.added.iter().map(|(k, v)| (k.clone(), v.clone())));
         obs
     }
 
@@ -439,9 +438,18 @@ impl<E: Env> Env for Reward<E> {
             total = total.clamp(lo, hi);
         }
         self.reward = total;
+        let mut added = Map::new();
+        added.insert("reward_terms".into(), Value::Object(breakdown));
+        // Success stays what the env's own reward says: an env without a `success` key is
+        // judged on its own return, not on the composed one (a penalty does not turn a
+        // solved task into a failure).
+        if view.done.is_done() && !obs.info.contains_key(SUCCESS) {
+            let success = episode_success(&obs.info, view.done, self.env_return);
+            added.insert(SUCCESS.into(), Value::Bool(success));
+        }
         obs.info
-            .insert("reward_terms".into(), Value::Object(breakdown.clone()));
-        self.breakdown = Some(breakdown);
+            .extend(added.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.added = added;
         Ok(obs)
     }
 
@@ -454,7 +462,7 @@ impl<E: Env> Env for Reward<E> {
     }
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {
-        let terms = serde_json::to_vec(&self.breakdown).expect("a JSON map serialises");
+        let terms = serde_json::to_vec(&self.added).expect("a JSON map serialises");
         let mut bytes = Vec::with_capacity(28 + terms.len());
         bytes.extend(self.reward.to_le_bytes());
         bytes.extend(self.env_return.to_le_bytes());
@@ -477,11 +485,11 @@ impl<E: Env> Env for Reward<E> {
         let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(short)?;
         let len = u32::from_le_bytes(*len) as usize;
         let (terms, rest) = rest.split_at_checked(len).ok_or_else(short)?;
-        let breakdown = serde_json::from_slice(terms).map_err(|e| EnvError::Snapshot {
+        let added = serde_json::from_slice(terms).map_err(|e| EnvError::Snapshot {
             reason: format!("Reward snapshot: its terms are not JSON: {e}"),
         })?;
         self.inner.restore(rest)?;
-        self.breakdown = breakdown;
+        self.added = added;
         self.reward = f64::from_le_bytes(*reward);
         self.env_return = f64::from_le_bytes(*env_return);
         self.turn = u32::from_le_bytes(*turn);
@@ -567,6 +575,33 @@ mod tests {
         assert_eq!(obs.info["reward_terms"]["success"], 1.0);
         // `{"number":N}` is longer than 10 characters: the whole penalty, no more.
         assert_eq!(obs.info["reward_terms"]["length"], -0.1);
+    }
+
+    #[test]
+    fn success_is_judged_on_the_envs_own_return() {
+        // A penalty bigger than the win: the composed return is negative, the task solved.
+        let s =
+            spec(json!([{"term": "env"}, {"term": "tool_budget", "max_calls": 0, "weight": -5.0}]));
+        let mut env = Reward::new(GuessNumber::new(), &s).unwrap();
+        env.reset(5, &ResetOptions::default()).unwrap();
+        let (mut lo, mut hi) = (1, 100);
+        let obs = loop {
+            let guess = (lo + hi) / 2;
+            let obs = env
+                .step(&Action::tool("guess", json!({"number": guess})))
+                .unwrap();
+            if env.done().is_done() {
+                break obs;
+            }
+            if obs.content.contains("higher") {
+                lo = guess + 1
+            } else {
+                hi = guess - 1
+            }
+        };
+        assert!(env.reward() < 0.0);
+        assert_eq!(obs.info[SUCCESS], true, "{:?}", obs.info);
+        assert_eq!(env.observe().info[SUCCESS], true);
     }
 
     #[test]
