@@ -9,10 +9,10 @@
 //! the handlers block (sampling, upstream calls, SQLite). Malformed requests get a 4xx from
 //! hyper or from here; nothing a client sends can panic the server.
 //!
-//! Measured with `sandgym bench proxy` (debug build, 2 cores, three runs each): the proxy's
-//! added p50 was 0.43–0.58 ms on the previous thread-per-connection server and is 0.60–0.65 ms
-//! here (a hand-off to the blocking pool and back per request); a multi-threaded runtime with
-//! `block_in_place` measured 0.57–0.75 ms.
+//! Measured with `sandgym bench proxy` (release builds, 2 cores, run alternately, three runs
+//! each): the proxy's added p50 is 0.22–0.23 ms here against 0.22–0.27 ms on the previous
+//! thread-per-connection server (p99 0.34–0.42 against 0.29–0.42). In a debug build a
+//! multi-threaded runtime with `block_in_place` measured no better than the blocking pool.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
