@@ -809,7 +809,13 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert_eq!(proxy["calls_captured_exactly"], calls, "{report}");
     assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
     assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
-    assert!(proxy["added_latency_p50_ms"].as_f64().unwrap() >= 0.0);
+    // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero
+    // median means the timing is not measured.
+    let (p50, p99) = (
+        proxy["added_latency_p50_ms"].as_f64().unwrap(),
+        proxy["added_latency_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p99 >= p50, "{report}");
     assert!(env["added_latency_p50_ms"].is_null());
     assert_eq!(env["reward_curve"].as_array().unwrap().len(), 1);
     assert_eq!(proxy["reward_curve"].as_array().unwrap().len(), 1);
