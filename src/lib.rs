@@ -23,6 +23,7 @@ pub mod comparison;
 pub mod evaluation;
 pub mod progress;
 pub mod registry;
+pub mod replay;
 pub mod run_meta;
 pub mod service;
 pub mod table;

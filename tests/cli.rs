@@ -1371,3 +1371,88 @@ fn a_composed_reward_runs_trains_and_is_remembered() {
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_file(&config).unwrap();
 }
+
+/// Episodes recorded with `--out` replay step for step in the sandbox from their seeds
+/// (`--agent replay`), and an edited record is found at its step, with a failing exit.
+#[test]
+fn recorded_episodes_replay_in_the_sandbox() {
+    let dir = tmp("replay");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("episodes.jsonl");
+    let file = file.to_str().unwrap();
+    for env in ["sql-agent-v0", "guess-number-v0"] {
+        let record = sandgym(&[
+            "run",
+            "--env",
+            env,
+            "--agent",
+            "baseline",
+            "--episodes",
+            "4",
+            "--out",
+            file,
+        ]);
+        assert!(
+            record.status.success(),
+            "{}",
+            String::from_utf8_lossy(&record.stderr)
+        );
+        let replay = sandgym(&[
+            "run", "--env", env, "--agent", "replay", "--data", file, "--json",
+        ]);
+        assert!(
+            replay.status.success(),
+            "{}",
+            String::from_utf8_lossy(&replay.stdout)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+        assert_eq!(
+            (report["episodes"].as_u64(), report["reproduced"].as_u64()),
+            (Some(4), Some(4)),
+            "{report}"
+        );
+    }
+    // Change the second record of the guess-number file.
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[1]["observation"] = "something else".into();
+    let edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(file, edited.join("\n") + "\n").unwrap();
+    let replay = sandgym(&[
+        "run",
+        "--env",
+        "guess-number-v0",
+        "--agent",
+        "replay",
+        "--data",
+        file,
+        "--json",
+    ]);
+    assert!(!replay.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(report["reproduced"], 3, "{report}");
+    assert_eq!(report["divergences"][0]["step"], 2, "{report}");
+    let wrong_env = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--agent",
+        "replay",
+        "--data",
+        file,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&wrong_env.stdout).unwrap();
+    assert_eq!(report["reproduced"], 0, "{report}");
+    assert!(
+        report["divergences"][0]["what"]
+            .as_str()
+            .unwrap()
+            .contains("recorded on"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -25,6 +25,10 @@ pub enum AgentKind {
     Openai,
     /// A policy checkpoint (`--checkpoint`), served in this process and asked like `openai`.
     Policy,
+    /// The episodes of an Agent Template JSONL (`--data`, e.g. written by `--out`) played
+    /// again from their seeds, each step compared with its record; exits with failure when
+    /// one diverges.
+    Replay,
 }
 
 /// Options of `sandgym run`.
@@ -83,6 +87,9 @@ pub struct Args {
     /// `--agent openai`: the API key, if the server wants one (default: `$OPENAI_API_KEY`).
     #[arg(long)]
     api_key: Option<String>,
+    /// `--agent replay`: the Agent Template JSONL to replay.
+    #[arg(long, required_if_eq("agent", "replay"))]
+    data: Option<PathBuf>,
     /// `--agent policy`: a run directory or policy checkpoint.
     #[arg(long, required_if_eq("agent", "policy"))]
     checkpoint: Option<PathBuf>,
@@ -118,7 +125,7 @@ fn chat_server(
             )?;
             (format!("{}/v1", server.url()), Some(server))
         }
-        AgentKind::Baseline | AgentKind::Random => return Ok(None),
+        AgentKind::Baseline | AgentKind::Random | AgentKind::Replay => return Ok(None),
     };
     let mut config = HarnessConfig::new(base_url);
     config.model = args.model.clone();
@@ -151,6 +158,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         None => env,
     };
+    if matches!(args.agent, AgentKind::Replay) {
+        return replay(args, env);
+    }
     let mut env = RecordTrajectory::new(TimeLimit::from_spec(env));
     let id = env.spec().id.to_string();
     let mut out = match &args.out {
@@ -186,6 +196,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 let (config, _) = chat.as_ref().expect("made above for chat agents");
                 Box::new(ChatAgent::new(config.clone(), env.spec()))
             }
+            AgentKind::Replay => unreachable!("replayed above"),
         };
         let t = Instant::now();
         let mut obs = env.reset(args.seed + episode, &options)?;
@@ -257,4 +268,33 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--agent replay`: the file's episodes played again in `env`, on `--split`.
+fn replay(args: &Args, env: BoxEnv) -> anyhow::Result<ExitCode> {
+    let path = args.data.as_deref().context("give --data FILE.jsonl")?;
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let trajectories = sandgym::env_api::Trajectory::read_jsonl(std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut env = TimeLimit::from_spec(env);
+    let report =
+        sandgym::replay::replay_all(&mut env, &trajectories, &ResetOptions::split(args.split));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{}: {} of {} episodes reproduced",
+            path.display(),
+            report.reproduced,
+            report.episodes
+        );
+        for d in &report.divergences {
+            println!("  {} step {}: {}", d.episode, d.step, d.what);
+        }
+    }
+    Ok(if report.divergences.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
