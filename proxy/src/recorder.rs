@@ -285,11 +285,13 @@ fn completion(
     let logprobs = choice
         .and_then(|c| c.pointer("/logprobs/content"))
         .and_then(Value::as_array)
-        .map(|items| {
+        // A token without a numeric log-prob makes the call's log-probs unknown (the call is
+        // then not trained on), never a made-up 0.0 (probability 1).
+        .and_then(|items| {
             items
                 .iter()
-                .map(|t| t.get("logprob").and_then(Value::as_f64).unwrap_or(0.0) as f32)
-                .collect()
+                .map(|t| t.get("logprob").and_then(Value::as_f64).map(|v| v as f32))
+                .collect::<Option<Vec<f32>>>()
         });
     let record = CallRecord {
         rollout: rollout.to_owned(),

@@ -103,12 +103,17 @@ pub struct Canned {
 
 impl Canned {
     pub fn start() -> Self {
+        Self::with_logprobs(json!([
+            {"token": "h", "logprob": -0.5}, {"token": "i", "logprob": -0.25}]))
+    }
+
+    /// An upstream whose answer carries these `logprobs.content` entries.
+    pub fn with_logprobs(content: serde_json::Value) -> Self {
         let body = json!({
             "id": "c", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "finish_reason": "stop",
                 "message": {"role": "assistant", "content": "hi"},
-                "token_ids": [3, 4], "logprobs": {"content": [
-                    {"token": "h", "logprob": -0.5}, {"token": "i", "logprob": -0.25}]}}],
+                "token_ids": [3, 4], "logprobs": {"content": content}}],
             "prompt_token_ids": [1, 2]
         })
         .to_string()

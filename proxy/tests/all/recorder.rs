@@ -48,6 +48,23 @@ fn forwards_unchanged_and_records_tokens_timing_and_reward() {
     assert_eq!(store.reward("nobody").unwrap(), None);
 }
 
+/// A token the upstream gave no log-prob for leaves the call's log-probs unknown (not 0.0,
+/// which would claim probability 1), so traces never train on a made-up value.
+#[test]
+fn a_missing_logprob_is_unknown_not_zero() {
+    let upstream = Canned::with_logprobs(json!([{"token": "h", "logprob": -0.5}, {"token": "i"}]));
+    let dir = temp_dir("no-logprob");
+    let db = dir.join("t.db");
+    let proxy = Proxy::start(&ProxyConfig::new(&upstream.url), &db).unwrap();
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let (status, _) = post(&format!("{}/chat/completions", proxy.base_url("r")), &body);
+    assert_eq!(status, 200);
+    let calls = TraceStore::open(&db).unwrap().calls("r").unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].completion_ids, Some(vec![3, 4]));
+    assert_eq!(calls[0].logprobs, None);
+}
+
 #[test]
 fn bad_requests_get_clear_errors_and_are_not_recorded() {
     let upstream = Canned::start();
