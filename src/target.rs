@@ -161,6 +161,27 @@ impl EnvTarget {
     }
 }
 
+/// The options that name an env on the command line: `--env ID|PATH.wasm|URL` and
+/// `--env-config CONFIG` (flattened into every command that makes envs from them).
+#[derive(Clone, Debug, clap::Args)]
+pub struct EnvArgs {
+    /// The env: a registered id (`sql-agent-v0`), the path of a guest component (`.wasm`),
+    /// or a served env's URL (`ws://host:port`).
+    #[arg(long)]
+    pub env: String,
+    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
+    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
+    #[arg(long)]
+    pub env_config: Option<String>,
+}
+
+impl EnvArgs {
+    /// The target they name.
+    pub fn target(&self) -> env_api::Result<EnvTarget> {
+        EnvTarget::parse(&self.env, self.env_config.as_deref())
+    }
+}
+
 /// The reward design `--reward SPEC` names: a JSON list of terms or an object with terms and a
 /// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file.
 pub fn parse_reward(spec: Option<&str>) -> env_api::Result<Option<env_api::RewardSpec>> {

@@ -11,7 +11,7 @@ use sandgym::chat_agent::ChatAgent;
 use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
 use sandgym::harnesses::HarnessConfig;
 use sandgym::sandbox::{FaultConfig, FaultInjection};
-use sandgym::{Backend, EnvTarget, agents};
+use sandgym::{Backend, agents};
 use serde_json::json;
 
 /// Which agent acts.
@@ -34,13 +34,8 @@ pub enum AgentKind {
 /// Options of `sandgym run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A registered env id (`sql-agent-v0`) or the path of a guest component (`.wasm`).
-    #[arg(long)]
-    env: String,
-    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
-    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
-    #[arg(long)]
-    env_config: Option<String>,
+    #[command(flatten)]
+    env: sandgym::target::EnvArgs,
     /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
     /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
     /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
@@ -145,11 +140,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         Backend::Wasm
     };
-    let target = EnvTarget::parse(&args.env, args.env_config.as_deref())?
+    let target = args
+        .env
+        .target()?
         .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
     let env = target
         .make(backend)
-        .with_context(|| format!("building {}", args.env))?;
+        .with_context(|| format!("building {}", args.env.env))?;
     let env: BoxEnv = match &args.faults {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -6,17 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
-use sandgym::{Backend, EnvTarget};
+use sandgym::Backend;
 
 /// Options of `sandgym serve-env`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A registered env id or the path of a guest component (`.wasm`).
-    #[arg(long)]
-    env: String,
-    /// The env's configuration: a JSON object, inline or in a file.
-    #[arg(long)]
-    env_config: Option<String>,
+    #[command(flatten)]
+    env: sandgym::target::EnvArgs,
     /// Run a bundled env natively instead of in the WASM sandbox.
     #[arg(long)]
     native: bool,
@@ -39,7 +35,7 @@ pub struct Args {
 
 /// Runs the subcommand until the process is stopped.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let target = EnvTarget::parse(&args.env, args.env_config.as_deref())?;
+    let target = args.env.target()?;
     let backend = if args.native {
         Backend::Native
     } else {

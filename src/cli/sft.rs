@@ -13,14 +13,8 @@ use sandgym::trainer::{Algo, policy_dir};
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The env whose tools and prompts the policy learns: a registered id (`sql-agent-v0`) or
-    /// the path of a guest component (`.wasm`).
-    #[arg(long)]
-    env: String,
-    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
-    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
-    #[arg(long)]
-    env_config: Option<String>,
+    #[command(flatten)]
+    env: sandgym::target::EnvArgs,
     /// Where to write the policy checkpoint.
     #[arg(long)]
     out: PathBuf,
@@ -58,7 +52,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
-    let target = sandgym::EnvTarget::parse(&args.env, args.env_config.as_deref())?;
+    let target = args.env.target()?;
     let mut config = sandgym::training::settings(
         &target.id()?,
         Algo::Grpo,
