@@ -1349,6 +1349,18 @@ fn a_composed_reward_runs_trains_and_is_remembered() {
     );
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2);
+    // Each iteration logs each term's mean per episode; they add up to the mean reward.
+    for line in metrics.lines() {
+        let m: serde_json::Value = serde_json::from_str(line).unwrap();
+        let terms = m["reward_terms"].as_object().unwrap();
+        let (env, budget) = (
+            terms["env"].as_f64().unwrap(),
+            terms["tool_budget"].as_f64().unwrap(),
+        );
+        assert!(env >= 0.0 && budget <= 0.0, "{m}");
+        let mean = m["reward_mean"].as_f64().unwrap();
+        assert!((env + budget - mean).abs() < 1e-9, "{m}");
+    }
     let eval = sandgym(&[
         "eval",
         "--checkpoint",

@@ -111,7 +111,7 @@ pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
 };
-pub use reward::{Reward, RewardFn, RewardSpec, StepView, Term};
+pub use reward::{REWARD_TERMS, Reward, RewardFn, RewardSpec, StepView, Term};
 pub use rng::SplitMix64;
 pub use schema::{EXAMPLE_BUDGET, Schema, SchemaType};
 pub use spec::{EnvId, EnvSpec, TaskCounts};

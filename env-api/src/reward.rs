@@ -38,6 +38,9 @@ use crate::{
     episode_success,
 };
 
+/// The info key under which each step's terms are given (`{"env": 1.0, "length": -0.02}`).
+pub const REWARD_TERMS: &str = "reward_terms";
+
 /// One accepted step as a reward term sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct StepView<'a> {
@@ -439,7 +442,7 @@ impl<E: Env> Env for Reward<E> {
         }
         self.reward = total;
         let mut added = Map::new();
-        added.insert("reward_terms".into(), Value::Object(breakdown));
+        added.insert(REWARD_TERMS.into(), Value::Object(breakdown));
         // Success stays what the env's own reward says: an env without a `success` key is
         // judged on its own return, not on the composed one (a penalty does not turn a
         // solved task into a failure).

@@ -48,6 +48,9 @@ pub struct Episode {
     pub out_of_context: bool,
     /// The Agent Template records of the episode.
     pub trajectory: Trajectory,
+    /// Under a composed reward, each term summed over the episode's steps (from the steps'
+    /// `info.reward_terms`); empty otherwise.
+    pub reward_terms: std::collections::BTreeMap<String, f64>,
 }
 
 impl Episode {

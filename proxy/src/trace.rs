@@ -260,6 +260,7 @@ impl TraceReader {
                     error: None,
                     out_of_context: false,
                     trajectory: Default::default(),
+                    reward_terms: Default::default(),
                 }
             })
             .collect();

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
 use sandgym::Backend;
+use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
 
 /// Options of `sandgym serve-env`.
 #[derive(Debug, clap::Args)]

@@ -61,6 +61,10 @@ pub struct IterMetrics {
     pub update_s: f64,
     /// Seconds since the run started (across resumes).
     pub elapsed_s: f64,
+    /// Under a composed reward (`--reward`), each term's mean per episode (summed over the
+    /// episode's steps); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub reward_terms: std::collections::BTreeMap<String, f64>,
 }
 
 impl IterMetrics {
@@ -135,6 +139,12 @@ pub fn episode_figures(m: &mut IterMetrics, episodes: &[Episode]) {
         / n;
     m.env_errors = episodes.iter().filter(|e| e.error.is_some()).count();
     m.diversity = diversity(episodes);
+    m.reward_terms.clear();
+    for e in episodes {
+        for (name, value) in &e.reward_terms {
+            *m.reward_terms.entry(name.clone()).or_default() += value / n;
+        }
+    }
 }
 
 /// Distinct action sequences per group over group size, averaged over groups.

@@ -311,6 +311,14 @@ impl RolloutEngine {
                 match results[i].take().expect("stepped envs have results") {
                     Ok(t) => {
                         ep.turns.last_mut().expect("a turn").reward = t.reward;
+                        if let Some(serde_json::Value::Object(terms)) =
+                            t.observation.info.get(sandgym_env_api::REWARD_TERMS)
+                        {
+                            for (name, value) in terms {
+                                *ep.reward_terms.entry(name.clone()).or_default() +=
+                                    value.as_f64().unwrap_or(0.0);
+                            }
+                        }
                         let mut record = StepRecord::new(
                             instruction[i].clone(),
                             &action,
