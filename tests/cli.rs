@@ -1303,6 +1303,20 @@ fn a_composed_reward_runs_trains_and_is_remembered() {
         "{got} vs {expected}: {composed}"
     );
     assert_eq!(composed["success_rate"], plain["success_rate"]);
+    let proxy = sandgym(&[
+        "train",
+        "--env",
+        "sql-agent-v0",
+        "--source",
+        "proxy",
+        "--reward",
+        budget,
+    ]);
+    assert!(
+        String::from_utf8_lossy(&proxy.stderr).contains("drop --reward"),
+        "{}",
+        String::from_utf8_lossy(&proxy.stderr)
+    );
     for (bad, needle) in [
         (r#"[{"term": "bonus"}]"#, "--reward"),
         (r#"[{"term": "env", "weight": 1e999}]"#, "--reward"),

@@ -101,6 +101,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         None => args.source,
     };
     if source == EpisodeSource::Proxy {
+        if args.reward.is_some() {
+            anyhow::bail!(
+                "--reward composes the env's reward; the proxy source is rewarded by the harness's outcome (drop --reward or --source proxy)"
+            );
+        }
         if args.device != DeviceKind::Cpu {
             anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
         }
