@@ -614,3 +614,30 @@ pub fn initial_policy<B: burn::tensor::backend::Backend>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every preset is a valid configuration, for every bundled env, algorithm and kind of
+    /// model (a preset that fails validation would only show when someone trains with it).
+    #[test]
+    fn every_preset_validates() {
+        for bundled in crate::registry::BUNDLED {
+            let id = format!("{}-v0", bundled.name);
+            for algo in [
+                Algo::Grpo,
+                Algo::Ppo,
+                Algo::Rloo,
+                Algo::Dapo,
+                Algo::ReinforcePp,
+            ] {
+                for pretrained in [false, true] {
+                    let c = preset(&id, algo, pretrained);
+                    c.validate()
+                        .unwrap_or_else(|e| panic!("{id} {algo:?} pretrained={pretrained}: {e}"));
+                }
+            }
+        }
+    }
+}
