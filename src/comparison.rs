@@ -259,12 +259,7 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         traces.merge(&it.traces);
         harness.merge(&it.harness);
     }
-    let mut added: Vec<u64> = store
-        .added_latencies_us()?
-        .into_iter()
-        .map(|v| v.max(0) as u64)
-        .collect();
-    added.sort_unstable();
+    let added = store.added_latencies_us()?;
     let ms = |us: u64| us as f64 / 1000.0;
     let rollout_s: f64 = history.iter().map(|it| it.rollout_s).sum();
     Ok(Side {

@@ -268,11 +268,12 @@ impl TraceStore {
             .map_err(store_error(&self.path))
     }
 
-    /// Added latency (total minus upstream) of every call, microseconds.
-    pub fn added_latencies_us(&self) -> Result<Vec<i64>> {
+    /// Added latency (total minus upstream, at least 0) of every call, microseconds, sorted
+    /// ascending (ready for percentiles).
+    pub fn added_latencies_us(&self) -> Result<Vec<u64>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT total_us - upstream_us FROM calls")
+            .prepare("SELECT MAX(total_us - upstream_us, 0) FROM calls ORDER BY 1")
             .map_err(store_error(&self.path))?;
         stmt.query_map([], |r| r.get(0))
             .and_then(Iterator::collect)

@@ -126,12 +126,7 @@ pub fn run(budget: Duration, rate: f64) -> anyhow::Result<Map<String, Value>> {
         .iter()
         .filter(|r| r.starts_with("warm-"))
         .count();
-    let mut own: Vec<u64> = store
-        .added_latencies_us()?
-        .into_iter()
-        .map(|v| v.max(0) as u64)
-        .collect();
-    own.sort_unstable();
+    let own = store.added_latencies_us()?;
     let _ = std::fs::remove_dir_all(&dir);
     let added = |q: f64| percentile(&via, q) as i64 - percentile(&direct, q) as i64;
     let mut m = Map::new();
