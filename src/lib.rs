@@ -24,6 +24,7 @@ pub mod evaluation;
 pub mod progress;
 pub mod registry;
 pub mod replay;
+pub mod reward_plugins;
 pub mod run_meta;
 pub mod service;
 pub mod table;

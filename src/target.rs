@@ -106,7 +106,11 @@ impl EnvTarget {
         let env = make_env(&self.env, backend, &self.config)?;
         match &self.reward {
             None => Ok(env),
-            Some(spec) => Ok(Box::new(env_api::Reward::new(env, spec)?)),
+            Some(spec) => Ok(Box::new(env_api::Reward::with_loader(
+                env,
+                spec,
+                &crate::reward_plugins::Plugins,
+            )?)),
         }
     }
 
@@ -183,23 +187,33 @@ impl EnvArgs {
 }
 
 /// The reward design `--reward SPEC` names: a JSON list of terms or an object with terms and a
-/// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file.
+/// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file; or a reward plugin
+/// alone (`PATH.wasm`, or a bundled plugin's name such as `rubric`), which then is the whole
+/// reward. Plugin terms get the SHA-256 of their component recorded (see
+/// [`reward_plugins::pin`](crate::reward_plugins::pin)); relative plugin paths in a spec file
+/// are relative to that file.
 pub fn parse_reward(spec: Option<&str>) -> env_api::Result<Option<env_api::RewardSpec>> {
     let Some(spec) = spec else { return Ok(None) };
     let invalid = |reason: String| EnvError::InvalidConfig { reason };
-    let text = if spec.trim_start().starts_with(['{', '[']) {
-        spec.to_owned()
-    } else if spec.ends_with(".wasm") {
-        return Err(invalid(format!(
-            "--reward {spec}: reward components are not supported yet; give a JSON list of terms"
-        )));
+    let plugin_alone = spec.ends_with(".wasm")
+        || sandgym_guest_artifacts::REWARDS
+            .iter()
+            .any(|g| g.name == spec && !Path::new(spec).exists());
+    let (text, base) = if plugin_alone {
+        let term = serde_json::json!([{"term": "plugin", "path": spec}]);
+        (term.to_string(), PathBuf::from("."))
+    } else if spec.trim_start().starts_with(['{', '[']) {
+        (spec.to_owned(), PathBuf::from("."))
     } else {
-        std::fs::read_to_string(spec)
-            .map_err(|e| invalid(format!("cannot read --reward {spec}: {e}")))?
+        let text = std::fs::read_to_string(spec)
+            .map_err(|e| invalid(format!("cannot read --reward {spec}: {e}")))?;
+        let base = Path::new(spec).parent().unwrap_or(Path::new(".")).to_owned();
+        (text, base)
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| invalid(format!("--reward: {e}")))
+    let mut parsed: env_api::RewardSpec =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("--reward: {e}")))?;
+    crate::reward_plugins::pin(&mut parsed, &base)?;
+    Ok(Some(parsed))
 }
 
 /// Whether `env` names a guest file (a `.wasm` path or an existing file) rather than an id.

@@ -113,6 +113,16 @@ pub enum EnvError {
         /// What it gave (`NaN`, `inf`, `-inf`).
         value: String,
     },
+    /// A reward term could not score the step: a sandboxed reward plugin trapped, ran out of
+    /// time or memory, returned an error, or a score outside the range it declared; the
+    /// episode is lost.
+    #[error("reward term `{term}` failed: {reason}")]
+    RewardFailed {
+        /// The term's name.
+        term: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The env's backend (a sandbox, a remote host) failed; the episode is lost.
     #[error("env backend failed: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
@@ -188,9 +198,10 @@ impl EnvError {
             | EnvError::InvalidParameters { .. }
             | EnvError::ActionRejected { .. } => ErrorKind::InvalidAction,
             EnvError::NotReset | EnvError::EpisodeOver { .. } => ErrorKind::Usage,
-            EnvError::Panicked { .. } | EnvError::Backend(_) | EnvError::InvalidReward { .. } => {
-                ErrorKind::Episode
-            }
+            EnvError::Panicked { .. }
+            | EnvError::Backend(_)
+            | EnvError::InvalidReward { .. }
+            | EnvError::RewardFailed { .. } => ErrorKind::Episode,
             EnvError::Remote { kind, .. } => *kind,
             _ => ErrorKind::Other,
         }

@@ -111,7 +111,10 @@ pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
 };
-pub use reward::{REWARD_TERMS, Reward, RewardFn, RewardSpec, StepView, Term};
+pub use reward::{
+    NoPlugins, PluginLoader, PluginTerm, REWARD_PARTS, REWARD_TERMS, Reward, RewardFn, RewardSpec,
+    StepView, Term,
+};
 pub use rng::SplitMix64;
 pub use schema::{EXAMPLE_BUDGET, Schema, SchemaType};
 pub use spec::{EnvId, EnvSpec, TaskCounts};

@@ -1,14 +1,17 @@
 //! One finished step as an Agent Template record.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use crate::{Action, ActionBody, Done, ToolCall};
+use crate::{Action, ActionBody, Done, REWARD_PARTS, REWARD_TERMS, ToolCall};
 
 /// One finished step in Agent Template form: the instruction the agent worked on, its thought,
 /// its tool call *or* final response, what it observed and the reward.
 ///
 /// All six template keys are always written (`action` or `response` is `null`); `episode` and
-/// `done` are additions for grouping records into trajectories and are omitted when unset.
+/// `done` are additions for grouping records into trajectories, and `reward_terms` /
+/// `reward_parts` the breakdown of a composed reward ([`Reward`](crate::Reward)); each is
+/// omitted when unset.
 ///
 /// ```
 /// use sandgym_env_api::{Action, StepRecord};
@@ -43,6 +46,14 @@ pub struct StepRecord {
     /// Whether the episode ended with this step.
     #[serde(default, skip_serializing_if = "is_running")]
     pub done: Done,
+    /// The terms of a composed reward for this step (`info.reward_terms`: name → value, their
+    /// sum is the reward before any clip).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub reward_terms: Map<String, Value>,
+    /// The named parts of the terms that give them (a reward plugin's rubric), by term
+    /// (`info.reward_parts`: term → part → value).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub reward_parts: Map<String, Value>,
 }
 
 fn is_running(done: &Done) -> bool {
@@ -70,7 +81,21 @@ impl StepRecord {
             reward,
             episode: None,
             done: Done::Running,
+            reward_terms: Map::new(),
+            reward_parts: Map::new(),
         }
+    }
+
+    /// The same record with the reward breakdown of the step's observation info
+    /// (`reward_terms`, `reward_parts`), where a composed reward gave one.
+    pub fn with_breakdown(mut self, info: &Map<String, Value>) -> Self {
+        let object = |key: &str| match info.get(key) {
+            Some(Value::Object(map)) => map.clone(),
+            _ => Map::new(),
+        };
+        self.reward_terms = object(REWARD_TERMS);
+        self.reward_parts = object(REWARD_PARTS);
+        self
     }
 
     /// The agent turn this record holds, if it holds exactly one of a call or a response.

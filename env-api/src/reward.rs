@@ -28,18 +28,28 @@
 //!
 //! Terms are Rust values too: implement [`RewardFn`] and give it to [`Reward::with_terms`].
 //! A term that yields NaN or an infinity is an error ([`EnvError::InvalidReward`]), never a
-//! reward.
+//! reward; a term that cannot score a step ([`EnvError::RewardFailed`]) ends the episode.
+//!
+//! A `plugin` term (`{"term": "plugin", "path": "rubric.wasm", "config": {…}}`) is a reward
+//! component that runs sandboxed: this crate knows it only as a [`PluginTerm`], and a
+//! [`PluginLoader`] (the sandbox's, given to [`Reward::with_loader`]) makes it. A plugin sees
+//! each step as the episode so far in Agent Template records plus the step's info, and gives
+//! a reward and its named parts, shown in `info.reward_parts`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
     Action, ActionBody, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result, SUCCESS,
-    episode_success,
+    StepRecord, episode_success,
 };
 
 /// The info key under which each step's terms are given (`{"env": 1.0, "length": -0.02}`).
 pub const REWARD_TERMS: &str = "reward_terms";
+
+/// The info key under which the terms that give a breakdown (a plugin's rubric) give its
+/// parts, by term (`{"rubric": {"courtesy": 0.1, "identity_first": -0.25}}`).
+pub const REWARD_PARTS: &str = "reward_parts";
 
 /// One accepted step as a reward term sees it.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +68,9 @@ pub struct StepView<'a> {
     pub turn: u32,
     /// Tool calls accepted this episode, this one included.
     pub tool_calls: u32,
+    /// The episode's accepted steps so far as Agent Template records, this one last (its
+    /// `reward` the env's own, its `done` set when the episode ended with it).
+    pub episode: &'a [StepRecord],
 }
 
 /// A reward term: a number per accepted step.
@@ -65,14 +78,94 @@ pub trait RewardFn: Send {
     /// The term's name in the breakdown (`reward_terms` in the observation's info).
     fn name(&self) -> &str;
 
-    /// The term's value for this step (before nothing: weights are the term's own).
-    fn reward(&mut self, step: &StepView<'_>) -> f64;
+    /// The term's value for this step (weights are the term's own). An error (the term
+    /// cannot score the step) ends the episode.
+    fn reward(&mut self, step: &StepView<'_>) -> Result<f64>;
 
     /// The bounds of [`reward`](Self::reward) for any step, given the env's own reward range.
     fn range(&self, env_range: (f64, f64)) -> (f64, f64);
 
+    /// The named parts of the last value, for terms that give a breakdown (shown in
+    /// `info.reward_parts`); none by default.
+    fn parts(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+
     /// Called at every reset (terms that keep state per episode start over).
-    fn reset(&mut self) {}
+    fn reset(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A reward component named in a [`RewardSpec`]: `{"term": "plugin", "path": "rubric.wasm"}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginTerm {
+    /// The component file (`.wasm`), or the name of a plugin the loader bundles.
+    pub path: String,
+    /// The plugin's configuration object.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub config: Map<String, Value>,
+    /// The SHA-256 of the component's bytes (hex), when recorded: a loader refuses a file
+    /// that no longer matches, so a run resumes with the reward it started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Its weight.
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+/// Makes the [`PluginTerm`]s of a spec into reward terms (the sandbox's loader runs them as
+/// WebAssembly components).
+pub trait PluginLoader {
+    /// The plugin as a term, unweighted ([`Reward::with_loader`] applies its weight).
+    fn load(&self, plugin: &PluginTerm) -> Result<Box<dyn RewardFn>>;
+}
+
+/// The loader [`Reward::new`] uses: it knows no plugins.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPlugins;
+
+impl PluginLoader for NoPlugins {
+    fn load(&self, plugin: &PluginTerm) -> Result<Box<dyn RewardFn>> {
+        Err(EnvError::InvalidConfig {
+            reason: format!(
+                "reward plugin {}: plugins run in the sandbox; make the reward with \
+                 Reward::with_loader and the sandbox's plugin loader",
+                plugin.path
+            ),
+        })
+    }
+}
+
+/// A term times its weight (how plugin terms are weighted).
+struct Weighted {
+    term: Box<dyn RewardFn>,
+    weight: f64,
+}
+
+impl RewardFn for Weighted {
+    fn name(&self) -> &str {
+        self.term.name()
+    }
+
+    fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
+        Ok(self.weight * self.term.reward(step)?)
+    }
+
+    fn range(&self, env_range: (f64, f64)) -> (f64, f64) {
+        let (lo, hi) = self.term.range(env_range);
+        let (a, b) = (self.weight * lo, self.weight * hi);
+        (a.min(b), a.max(b))
+    }
+
+    fn parts(&self) -> Vec<(String, f64)> {
+        self.term.parts()
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        self.term.reset()
+    }
 }
 
 /// A reward design: terms summed, then clipped.
@@ -196,6 +289,8 @@ pub enum Term {
         /// Its weight (usually negative).
         weight: f64,
     },
+    /// A sandboxed reward component (see [`PluginTerm`]).
+    Plugin(PluginTerm),
 }
 
 impl Term {
@@ -205,8 +300,21 @@ impl Term {
             | Term::Success { weight }
             | Term::Length { weight, .. }
             | Term::ToolBudget { weight, .. }
-            | Term::Forbidden { weight, .. } => *weight,
+            | Term::Forbidden { weight, .. }
+            | Term::Plugin(PluginTerm { weight, .. }) => *weight,
         }
+    }
+
+    /// The term as a [`RewardFn`]: a bundled term as it is, a plugin made by `loader`.
+    pub fn build(&self, loader: &dyn PluginLoader) -> Result<Box<dyn RewardFn>> {
+        self.check()?;
+        Ok(match self {
+            Term::Plugin(plugin) => Box::new(Weighted {
+                term: loader.load(plugin)?,
+                weight: plugin.weight,
+            }),
+            bundled => Box::new(bundled.clone()),
+        })
     }
 
     fn check(&self) -> Result<()> {
@@ -227,6 +335,9 @@ impl Term {
             Term::Forbidden { text, .. } if text.iter().any(String::is_empty) => {
                 bad("reward term forbidden: empty text matches everything".into())
             }
+            Term::Plugin(p) if p.path.trim().is_empty() => {
+                bad("reward term plugin: give the component's path".into())
+            }
             _ => Ok(()),
         }
     }
@@ -240,10 +351,11 @@ impl RewardFn for Term {
             Term::Length { .. } => "length",
             Term::ToolBudget { .. } => "tool_budget",
             Term::Forbidden { .. } => "forbidden",
+            Term::Plugin(_) => "plugin",
         }
     }
 
-    fn reward(&mut self, step: &StepView<'_>) -> f64 {
+    fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
         let indicator = |b: bool| f64::from(u8::from(b));
         let value = match self {
             Term::Env { .. } => step.env_reward,
@@ -268,8 +380,15 @@ impl RewardFn for Term {
                 let said = text.iter().any(|t| body.contains(&t.to_lowercase()));
                 indicator(called || said)
             }
+            Term::Plugin(p) => {
+                return Err(EnvError::RewardFailed {
+                    term: p.path.clone(),
+                    reason: "a plugin term is run by the term its loader makes (Term::build)"
+                        .into(),
+                });
+            }
         };
-        self.weight() * value
+        Ok(self.weight() * value)
     }
 
     fn range(&self, env_range: (f64, f64)) -> (f64, f64) {
@@ -293,19 +412,35 @@ fn body_text(action: &Action) -> String {
 
 /// An env whose reward is composed of terms (see the [module](self)): [`Env::reward`] is the
 /// clipped sum of the terms for the last accepted step, each step's observation carries the
-/// terms in `info.reward_terms`, and the spec's reward range is the composition's.
+/// terms in `info.reward_terms` (and the parts of terms that give them in
+/// `info.reward_parts`), and the spec's reward range is the composition's.
+///
+/// A term that fails (an error, a NaN) ends the episode: the step returns the error, and the
+/// env reports the episode truncated until the next reset.
 pub struct Reward<E> {
     inner: E,
     terms: Vec<Box<dyn RewardFn>>,
     clip: Option<(f64, f64)>,
     spec: EnvSpec,
+    state: EpisodeState,
+}
+
+/// What the wrapper keeps per episode (all of it in a snapshot).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct EpisodeState {
     reward: f64,
     env_return: f64,
     turn: u32,
     tool_calls: u32,
-    /// What the last accepted step added to the env's info (`reward_terms`, and `success`
-    /// where the env gives none), shown by `observe` as by `step`.
+    /// What the last accepted step added to the env's info (`reward_terms`, `reward_parts`,
+    /// and `success` where the env gives none), shown by `observe` as by `step`.
     added: Map<String, Value>,
+    /// The reset observation's text: the records' instruction.
+    instruction: String,
+    /// The accepted steps so far, as the terms see them.
+    records: Vec<StepRecord>,
+    /// Why a term failed, ending the episode.
+    failed: Option<String>,
 }
 
 impl<E> std::fmt::Debug for Reward<E> {
@@ -323,15 +458,20 @@ impl<E> std::fmt::Debug for Reward<E> {
 
 impl<E: Env> Reward<E> {
     /// `inner` rewarded as `spec` says. An invalid spec (a non-finite weight, a reversed or
-    /// non-finite clip, a term that cannot apply) is an error.
+    /// non-finite clip, a term that cannot apply) is an error, and so is a plugin term: those
+    /// need [`with_loader`](Self::with_loader).
     pub fn new(inner: E, spec: &RewardSpec) -> Result<Self> {
+        Self::with_loader(inner, spec, &NoPlugins)
+    }
+
+    /// `inner` rewarded as `spec` says, its plugin terms made by `loader`.
+    pub fn with_loader(inner: E, spec: &RewardSpec, loader: &dyn PluginLoader) -> Result<Self> {
         spec.check()?;
         let terms = spec
             .terms
             .iter()
-            .cloned()
-            .map(|t| Box::new(t) as Box<dyn RewardFn>)
-            .collect();
+            .map(|t| t.build(loader))
+            .collect::<Result<_>>()?;
         Self::with_terms(inner, terms, spec.clip)
     }
 
@@ -366,17 +506,83 @@ impl<E: Env> Reward<E> {
             terms,
             clip,
             spec,
-            reward: 0.0,
-            env_return: 0.0,
-            turn: 0,
-            tool_calls: 0,
-            added: Map::new(),
+            state: EpisodeState::default(),
         })
     }
 
     /// The wrapped env.
     pub fn inner(&self) -> &E {
         &self.inner
+    }
+
+    /// Scores the step just accepted (the last record): each term, summed and clipped, with
+    /// the breakdown added to `obs`'s info.
+    fn score(&mut self, obs: &mut Observation, action: &Action, env_reward: f64) -> Result<()> {
+        let st = &mut self.state;
+        let done = self.inner.done();
+        let view = StepView {
+            action,
+            observation: obs,
+            env_reward,
+            env_return: st.env_return,
+            done,
+            turn: st.turn,
+            tool_calls: st.tool_calls,
+            episode: &st.records,
+        };
+        let mut breakdown = Map::new();
+        let mut parts = Map::new();
+        let mut total = 0.0;
+        for term in &mut self.terms {
+            let name = term.name().to_owned();
+            let value = term.reward(&view)?;
+            if !value.is_finite() {
+                return Err(EnvError::InvalidReward {
+                    term: name,
+                    value: value.to_string(),
+                });
+            }
+            total += value;
+            let slot = breakdown.entry(name.clone()).or_insert(Value::from(0.0));
+            *slot = Value::from(slot.as_f64().unwrap_or(0.0) + value);
+            let term_parts = term.parts();
+            if let Some((part, value)) = term_parts.iter().find(|(_, v)| !v.is_finite()) {
+                return Err(EnvError::InvalidReward {
+                    term: format!("{name}/{part}"),
+                    value: value.to_string(),
+                });
+            }
+            if !term_parts.is_empty() {
+                let map = term_parts
+                    .into_iter()
+                    .map(|(part, value)| (part, Value::from(value)))
+                    .collect();
+                parts.insert(name, Value::Object(map));
+            }
+        }
+        if let Some((lo, hi)) = self.clip {
+            total = total.clamp(lo, hi);
+        }
+        st.reward = total;
+        let mut added = Map::new();
+        added.insert(REWARD_TERMS.into(), Value::Object(breakdown));
+        if !parts.is_empty() {
+            added.insert(REWARD_PARTS.into(), Value::Object(parts));
+        }
+        // Success stays what the env's own reward says: an env without a `success` key is
+        // judged on its own return, not on the composed one (a penalty does not turn a
+        // solved task into a failure).
+        if done.is_done() && !obs.info.contains_key(SUCCESS) {
+            let success = episode_success(&obs.info, done, st.env_return);
+            added.insert(SUCCESS.into(), Value::Bool(success));
+        }
+        obs.info
+            .extend(added.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(last) = st.records.last_mut() {
+            *last = last.clone().with_breakdown(&added);
+        }
+        st.added = added;
+        Ok(())
     }
 }
 
@@ -387,20 +593,29 @@ impl<E: Env> Env for Reward<E> {
 
     fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
         let obs = self.inner.reset(seed, options)?;
-        self.terms.iter_mut().for_each(|t| t.reset());
-        (self.reward, self.env_return, self.turn, self.tool_calls) = (0.0, 0.0, 0, 0);
-        self.added = Map::new();
+        for term in &mut self.terms {
+            term.reset()?;
+        }
+        self.state = EpisodeState {
+            instruction: obs.content.clone(),
+            ..EpisodeState::default()
+        };
         Ok(obs)
     }
 
     fn observe(&self) -> Observation {
         let mut obs = self.inner.observe();
         obs.info
-            .extend(self.added.iter().map(|(k, v)| (k.clone(), v.clone())));
+            .extend(self.state.added.iter().map(|(k, v)| (k.clone(), v.clone())));
         obs
     }
 
     fn step(&mut self, action: &Action) -> Result<Observation> {
+        if self.state.failed.is_some() {
+            return Err(EnvError::EpisodeOver {
+                done: Done::Truncated,
+            });
+        }
         let mut obs = self.inner.step(action)?;
         let env_reward = self.inner.reward();
         if !env_reward.is_finite() {
@@ -409,70 +624,37 @@ impl<E: Env> Env for Reward<E> {
                 value: env_reward.to_string(),
             });
         }
-        self.turn += 1;
-        self.tool_calls += u32::from(matches!(action.body, ActionBody::ToolCall(_)));
-        self.env_return += env_reward;
-        let view = StepView {
-            action,
-            observation: &obs,
-            env_reward,
-            env_return: self.env_return,
-            done: self.inner.done(),
-            turn: self.turn,
-            tool_calls: self.tool_calls,
-        };
-        let mut breakdown = Map::new();
-        let mut total = 0.0;
-        for term in &mut self.terms {
-            let value = term.reward(&view);
-            if !value.is_finite() {
-                return Err(EnvError::InvalidReward {
-                    term: term.name().to_owned(),
-                    value: value.to_string(),
-                });
-            }
-            total += value;
-            let slot = breakdown
-                .entry(term.name().to_owned())
-                .or_insert(Value::from(0.0));
-            *slot = Value::from(slot.as_f64().unwrap_or(0.0) + value);
+        let st = &mut self.state;
+        st.turn += 1;
+        st.tool_calls += u32::from(matches!(action.body, ActionBody::ToolCall(_)));
+        st.env_return += env_reward;
+        let mut record = StepRecord::new(&st.instruction, action, &obs.content, env_reward);
+        record.done = self.inner.done();
+        st.records.push(record);
+        if let Err(e) = self.score(&mut obs, action, env_reward) {
+            self.state.failed = Some(e.to_string());
+            self.state.reward = 0.0;
+            return Err(e);
         }
-        if let Some((lo, hi)) = self.clip {
-            total = total.clamp(lo, hi);
-        }
-        self.reward = total;
-        let mut added = Map::new();
-        added.insert(REWARD_TERMS.into(), Value::Object(breakdown));
-        // Success stays what the env's own reward says: an env without a `success` key is
-        // judged on its own return, not on the composed one (a penalty does not turn a
-        // solved task into a failure).
-        if view.done.is_done() && !obs.info.contains_key(SUCCESS) {
-            let success = episode_success(&obs.info, view.done, self.env_return);
-            added.insert(SUCCESS.into(), Value::Bool(success));
-        }
-        obs.info
-            .extend(added.iter().map(|(k, v)| (k.clone(), v.clone())));
-        self.added = added;
         Ok(obs)
     }
 
     fn reward(&self) -> f64 {
-        self.reward
+        self.state.reward
     }
 
     fn done(&self) -> Done {
-        self.inner.done()
+        match self.state.failed {
+            Some(_) => Done::Truncated,
+            None => self.inner.done(),
+        }
     }
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {
-        let terms = serde_json::to_vec(&self.added).expect("a JSON map serialises");
-        let mut bytes = Vec::with_capacity(28 + terms.len());
-        bytes.extend(self.reward.to_le_bytes());
-        bytes.extend(self.env_return.to_le_bytes());
-        bytes.extend(self.turn.to_le_bytes());
-        bytes.extend(self.tool_calls.to_le_bytes());
-        bytes.extend((terms.len() as u32).to_le_bytes());
-        bytes.extend(terms);
+        let state = serde_json::to_vec(&self.state).expect("the episode state serialises");
+        let mut bytes = Vec::with_capacity(4 + state.len());
+        bytes.extend((state.len() as u32).to_le_bytes());
+        bytes.extend(state);
         bytes.extend(self.inner.snapshot()?);
         Ok(bytes)
     }
@@ -481,22 +663,14 @@ impl<E: Env> Env for Reward<E> {
         let short = || EnvError::Snapshot {
             reason: "Reward snapshot shorter than its header".into(),
         };
-        let (reward, rest) = snapshot.split_first_chunk::<8>().ok_or_else(short)?;
-        let (env_return, rest) = rest.split_first_chunk::<8>().ok_or_else(short)?;
-        let (turn, rest) = rest.split_first_chunk::<4>().ok_or_else(short)?;
-        let (calls, rest) = rest.split_first_chunk::<4>().ok_or_else(short)?;
-        let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+        let (len, rest) = snapshot.split_first_chunk::<4>().ok_or_else(short)?;
         let len = u32::from_le_bytes(*len) as usize;
-        let (terms, rest) = rest.split_at_checked(len).ok_or_else(short)?;
-        let added = serde_json::from_slice(terms).map_err(|e| EnvError::Snapshot {
-            reason: format!("Reward snapshot: its terms are not JSON: {e}"),
+        let (state, rest) = rest.split_at_checked(len).ok_or_else(short)?;
+        let state = serde_json::from_slice(state).map_err(|e| EnvError::Snapshot {
+            reason: format!("Reward snapshot: its episode state is not valid: {e}"),
         })?;
         self.inner.restore(rest)?;
-        self.added = added;
-        self.reward = f64::from_le_bytes(*reward);
-        self.env_return = f64::from_le_bytes(*env_return);
-        self.turn = u32::from_le_bytes(*turn);
-        self.tool_calls = u32::from_le_bytes(*calls);
+        self.state = state;
         Ok(())
     }
 }
@@ -518,8 +692,8 @@ mod tests {
         fn name(&self) -> &str {
             "fixed"
         }
-        fn reward(&mut self, _: &StepView<'_>) -> f64 {
-            self.0
+        fn reward(&mut self, _: &StepView<'_>) -> Result<f64> {
+            Ok(self.0)
         }
         fn range(&self, _: (f64, f64)) -> (f64, f64) {
             (0.0, 1.0)
@@ -673,5 +847,116 @@ mod tests {
         let s = spec(json!({"terms": [{"term": "env", "weight": 0.5}], "clip": [0.0, 1.0]}));
         let back: RewardSpec = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// A term that fails on its `n`-th step, and sees the episode so far.
+    struct FailsAt(u32);
+    impl RewardFn for FailsAt {
+        fn name(&self) -> &str {
+            "fails"
+        }
+        fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
+            assert_eq!(step.episode.len() as u32, step.turn, "one record per accepted step");
+            let last = step.episode.last().unwrap();
+            assert_eq!(last.reward, step.env_reward);
+            assert_eq!(last.done, step.done);
+            if step.turn == self.0 {
+                return Err(EnvError::RewardFailed {
+                    term: "fails".into(),
+                    reason: "on purpose".into(),
+                });
+            }
+            Ok(0.25)
+        }
+        fn range(&self, _: (f64, f64)) -> (f64, f64) {
+            (0.0, 0.25)
+        }
+        fn parts(&self) -> Vec<(String, f64)> {
+            vec![("quarter".into(), 0.25)]
+        }
+    }
+
+    #[test]
+    fn a_failing_term_ends_the_episode_until_the_next_reset() {
+        let mut env =
+            Reward::with_terms(GuessNumber::new(), vec![Box::new(FailsAt(2))], None).unwrap();
+        let guess = |n: u32| Action::tool("guess", json!({"number": n}));
+        for seed in 0..2 {
+            env.reset(seed, &ResetOptions::default()).unwrap();
+            let obs = env.step(&guess(1)).unwrap();
+            assert_eq!(obs.info[REWARD_PARTS]["fails"]["quarter"], 0.25);
+            let err = env.step(&guess(2)).unwrap_err();
+            assert!(matches!(err, EnvError::RewardFailed { .. }), "{err}");
+            assert_eq!(env.done(), Done::Truncated);
+            assert_eq!(env.reward(), 0.0);
+            assert!(matches!(
+                env.step(&guess(3)),
+                Err(EnvError::EpisodeOver { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn plugin_terms_parse_and_need_a_loader() {
+        let s = spec(json!([
+            {"term": "env"},
+            {"term": "plugin", "path": "rubric.wasm", "config": {"tool_cost": 0.1}, "weight": 0.5}
+        ]));
+        let Term::Plugin(p) = &s.terms[1] else {
+            panic!("{s:?}")
+        };
+        assert_eq!((p.path.as_str(), p.weight), ("rubric.wasm", 0.5));
+        assert_eq!(p.config["tool_cost"], 0.1);
+        let back: RewardSpec = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        let err = Reward::new(GuessNumber::new(), &s).unwrap_err();
+        assert!(err.to_string().contains("with_loader"), "{err}");
+
+        /// A loader that makes every plugin a fixed term.
+        struct Stub;
+        impl PluginLoader for Stub {
+            fn load(&self, _: &PluginTerm) -> Result<Box<dyn RewardFn>> {
+                Ok(Box::new(Fixed(1.0)))
+            }
+        }
+        let mut env = Reward::with_loader(GuessNumber::new(), &s, &Stub).unwrap();
+        assert_eq!(env.spec().reward_range, (0.0, 1.5), "the plugin's range, weighted");
+        env.reset(0, &ResetOptions::default()).unwrap();
+        let obs = env.step(&Action::tool("guess", json!({"number": 1}))).unwrap();
+        assert_eq!(obs.info[REWARD_TERMS]["fixed"], 0.5);
+        for bad in [
+            json!([{"term": "plugin", "path": ""}]),
+            json!([{"term": "plugin", "path": "x.wasm", "weight": "NaN"}]),
+        ] {
+            let parsed = serde_json::from_value::<RewardSpec>(bad.clone());
+            assert!(
+                parsed.map_or(true, |s| s.check().is_err()),
+                "{bad}"
+            );
+        }
+        assert!(
+            serde_json::from_value::<RewardSpec>(json!([{"term": "plugin", "path": "x", "colour": 1}]))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn snapshots_keep_the_records_the_terms_see() {
+        let mut env =
+            Reward::with_terms(GuessNumber::new(), vec![Box::new(FailsAt(3))], None).unwrap();
+        env.reset(0, &ResetOptions::default()).unwrap();
+        env.step(&Action::tool("guess", json!({"number": 10})))
+            .unwrap();
+        let snap = env.snapshot().unwrap();
+        env.step(&Action::tool("guess", json!({"number": 20})))
+            .unwrap();
+        env.restore(&snap).unwrap();
+        // One record restored: the next step is the second, the one after fails.
+        env.step(&Action::tool("guess", json!({"number": 20})))
+            .unwrap();
+        assert!(
+            env.step(&Action::tool("guess", json!({"number": 30})))
+                .is_err()
+        );
     }
 }

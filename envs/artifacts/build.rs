@@ -21,6 +21,7 @@ fn main() {
     for watched in [
         guests.clone(),
         envs.join("guest"),
+        envs.join("reward-guest"),
         envs.join("wit"),
         envs.join("sql-agent/src"),
         envs.join("customer-service/src"),
@@ -66,6 +67,17 @@ fn main() {
         all.join(", ")
     )
     .unwrap();
+    let rewards: Vec<String> = names
+        .iter()
+        .filter(|n| is_reward_plugin(&guests.join(n)))
+        .map(|n| n.replace('-', "_").to_uppercase())
+        .collect();
+    writeln!(
+        code,
+        "/// The guests of envs/guests that are reward plugins (`sandgym_reward_guest::export_reward!`), not envs.\npub const REWARDS: &[Guest] = &[{}];",
+        rewards.join(", ")
+    )
+    .unwrap();
     writeln!(
         code,
         "/// Calls `$mac!(name)` once per guest, so a test suite can require a test for each:\n/// a new guest without one fails to compile.\n#[macro_export]\nmacro_rules! foreach_guest {{\n    ($mac:ident) => {{\n{}    }};\n}}",
@@ -88,6 +100,14 @@ fn guest_names(guests: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Whether the guest crate in `dir` is a reward plugin: it depends on `sandgym-reward-guest`.
+fn is_reward_plugin(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|toml| {
+        toml.lines()
+            .any(|l| l.trim_start().starts_with("sandgym-reward-guest"))
+    })
 }
 
 /// `target/` of the host build, found from OUT_DIR (`target/<profile>/build/<pkg>/out`).

@@ -51,6 +51,9 @@ pub struct Episode {
     /// Under a composed reward, each term summed over the episode's steps (from the steps'
     /// `info.reward_terms`); empty otherwise.
     pub reward_terms: std::collections::BTreeMap<String, f64>,
+    /// The parts of the terms that give them (a reward plugin's rubric), each summed over the
+    /// episode's steps, keyed `term/part` (from the steps' `info.reward_parts`).
+    pub reward_parts: std::collections::BTreeMap<String, f64>,
 }
 
 impl Episode {

@@ -261,6 +261,7 @@ impl TraceReader {
                     out_of_context: false,
                     trajectory: Default::default(),
                     reward_terms: Default::default(),
+                    reward_parts: Default::default(),
                 }
             })
             .collect();

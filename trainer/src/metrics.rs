@@ -65,6 +65,10 @@ pub struct IterMetrics {
     /// episode's steps); absent otherwise.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub reward_terms: std::collections::BTreeMap<String, f64>,
+    /// The parts of the terms that give them (a reward plugin's rubric), each part's mean
+    /// per episode, keyed `term/part`; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub reward_parts: std::collections::BTreeMap<String, f64>,
 }
 
 impl IterMetrics {
@@ -140,9 +144,13 @@ pub fn episode_figures(m: &mut IterMetrics, episodes: &[Episode]) {
     m.env_errors = episodes.iter().filter(|e| e.error.is_some()).count();
     m.diversity = diversity(episodes);
     m.reward_terms.clear();
+    m.reward_parts.clear();
     for e in episodes {
         for (name, value) in &e.reward_terms {
             *m.reward_terms.entry(name.clone()).or_default() += value / n;
+        }
+        for (name, value) in &e.reward_parts {
+            *m.reward_parts.entry(name.clone()).or_default() += value / n;
         }
     }
 }

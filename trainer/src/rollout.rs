@@ -311,20 +311,14 @@ impl RolloutEngine {
                 match results[i].take().expect("stepped envs have results") {
                     Ok(t) => {
                         ep.turns.last_mut().expect("a turn").reward = t.reward;
-                        if let Some(serde_json::Value::Object(terms)) =
-                            t.observation.info.get(sandgym_env_api::REWARD_TERMS)
-                        {
-                            for (name, value) in terms {
-                                *ep.reward_terms.entry(name.clone()).or_default() +=
-                                    value.as_f64().unwrap_or(0.0);
-                            }
-                        }
+                        add_breakdown(ep, &t.observation.info);
                         let mut record = StepRecord::new(
                             instruction[i].clone(),
                             &action,
                             t.observation.content.clone(),
                             t.reward,
-                        );
+                        )
+                        .with_breakdown(&t.observation.info);
                         record.done = t.done;
                         ep.trajectory.push(record);
                         ep.done = t.done;
@@ -391,4 +385,24 @@ pub fn render_trajectory(
 
 fn env_error_text(e: &EnvError) -> String {
     format!("{e} ({:?})", e.kind())
+}
+
+/// Adds a step's reward breakdown (`info.reward_terms`, `info.reward_parts`) to its episode's
+/// sums.
+fn add_breakdown(ep: &mut Episode, info: &serde_json::Map<String, serde_json::Value>) {
+    use serde_json::Value;
+    if let Some(Value::Object(terms)) = info.get(sandgym_env_api::REWARD_TERMS) {
+        for (name, value) in terms {
+            *ep.reward_terms.entry(name.clone()).or_default() += value.as_f64().unwrap_or(0.0);
+        }
+    }
+    if let Some(Value::Object(parts)) = info.get(sandgym_env_api::REWARD_PARTS) {
+        for (term, parts) in parts {
+            let Value::Object(parts) = parts else { continue };
+            for (part, value) in parts {
+                *ep.reward_parts.entry(format!("{term}/{part}")).or_default() +=
+                    value.as_f64().unwrap_or(0.0);
+            }
+        }
+    }
 }

@@ -83,7 +83,8 @@ impl<E: Env> Env for RecordTrajectory<E> {
         let record = match &result {
             Ok(obs) => {
                 let mut r =
-                    StepRecord::new(&self.instruction, action, &obs.content, self.inner.reward());
+                    StepRecord::new(&self.instruction, action, &obs.content, self.inner.reward())
+                        .with_breakdown(&obs.info);
                 r.done = self.inner.done();
                 Some(r)
             }

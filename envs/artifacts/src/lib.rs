@@ -22,6 +22,11 @@ impl Guest {
     pub fn find(name: &str) -> Option<Guest> {
         ALL.iter().copied().find(|g| g.name == name)
     }
+
+    /// Whether the guest is a reward plugin ([`REWARDS`]) rather than an env.
+    pub fn is_reward_plugin(&self) -> bool {
+        REWARDS.iter().any(|g| g.name == self.name)
+    }
 }
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));

@@ -1,4 +1,5 @@
-//! The host bindings generated from `envs/wit/env.wit` (every `bindgen!` call lives here).
+//! The host bindings generated from `envs/wit` (every `bindgen!` call lives here): the env
+//! guest's world, and in [`reward`] the reward plugin's.
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -7,3 +8,13 @@ wasmtime::component::bindgen!({
 
 pub use exports::sandgym::env::env::{EnvError as WitError, Status};
 pub use sandgym::env::host::Level;
+
+/// The reward plugin's world (`envs/wit/reward.wit`).
+pub mod reward {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "reward-plugin",
+    });
+
+    pub use exports::sandgym::env::reward::StepScore;
+}

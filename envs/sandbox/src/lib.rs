@@ -29,6 +29,12 @@
 //! fail is a typed [`SandboxError`] that ends only that episode; the next reset gets a fresh
 //! instance.
 //!
+//! # Reward plugins
+//! [`Sandbox::load_reward`] loads a reward component (built with
+//! `sandgym_reward_guest::export_reward!`); each [`WasmReward`] instance is a
+//! [`RewardFn`](sandgym_env_api::RewardFn) whose calls run under the same limits, so a reward
+//! design can be swapped without touching the env, and the agent cannot reach it.
+//!
 //! # Snapshots and faults
 //! `snapshot`/`restore` go through the guest's own serialisation, so an episode can be forked
 //! into a fresh instance and continue bit-identically. [`FaultInjection`] wraps any env (WASM
@@ -42,6 +48,7 @@ mod config;
 mod error;
 mod faults;
 mod host;
+mod reward_plugin;
 mod sandbox;
 mod tail;
 mod wasm_env;
@@ -49,5 +56,6 @@ mod wasm_env;
 pub use config::{CpuLimit, INIT_CPU_FACTOR, Limits, SandboxConfig};
 pub use error::{Result, SandboxError};
 pub use faults::{FaultConfig, FaultInjection, FaultKind, FaultRule};
+pub use reward_plugin::{RewardGuest, WasmReward};
 pub use sandbox::{Guest, Sandbox};
 pub use wasm_env::WasmEnv;

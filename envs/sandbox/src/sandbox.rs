@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::bindings::reward::RewardPluginPre;
 use crate::bindings::{EnvGuest, EnvGuestPre};
 use crate::clock::VirtualClock;
 use crate::host::HostState;
-use crate::{CpuLimit, Result, SandboxConfig, SandboxError, WasmEnv, cache};
+use crate::{CpuLimit, Result, RewardGuest, SandboxConfig, SandboxError, WasmEnv, cache};
 
 /// How often the epoch advances when CPU is limited by deadline.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -40,6 +41,7 @@ struct Inner {
     engine: Engine,
     config: SandboxConfig,
     loaded: Mutex<HashMap<String, Guest>>,
+    rewards: Mutex<HashMap<String, RewardGuest>>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -119,6 +121,7 @@ impl Sandbox {
                 engine,
                 config,
                 loaded: Mutex::new(HashMap::new()),
+                rewards: Mutex::new(HashMap::new()),
                 ticker_stop,
             }),
         })
@@ -151,16 +154,12 @@ impl Sandbox {
         if let Some(guest) = self.lock().get(&key) {
             return Ok(guest.clone());
         }
-        let cache_dir = self.inner.config.cache_dir.as_ref().map(|d| d.join("wasm"));
-        let component = cache::load(&self.inner.engine, wasm, cache_dir.as_deref())?;
-        let mut linker = Linker::<HostState>::new(&self.inner.engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SandboxError::Load)?;
-        VirtualClock::add_to_linker(&mut linker).map_err(SandboxError::Load)?;
+        let (component, mut linker) = self.compile(wasm)?;
         EnvGuest::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(SandboxError::Load)?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(SandboxError::Load)?;
-        let pre = EnvGuestPre::new(pre).map_err(SandboxError::Load)?;
+        let pre = EnvGuestPre::new(pre).map_err(|e| not_a(e, "an env", BUILD_A_GUEST))?;
         let guest = Guest {
             inner: Arc::new(GuestInner {
                 sandbox: self.clone(),
@@ -175,11 +174,44 @@ impl Sandbox {
 
     /// Reads a guest component from a file and loads it.
     pub fn load_file(&self, path: &std::path::Path) -> Result<Guest> {
-        let wasm = std::fs::read(path).map_err(|source| SandboxError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.load(&wasm)
+        self.load(&read(path)?)
+    }
+
+    /// Compiles (or fetches from the cache) and links a reward plugin component (built with
+    /// `sandgym_reward_guest::export_reward!`). Loading the same bytes again returns the
+    /// already linked plugin.
+    pub fn load_reward(&self, wasm: &[u8]) -> Result<RewardGuest> {
+        check_component_header(wasm)?;
+        let key = cache::key(&self.inner.engine, wasm);
+        let rewards = || self.inner.rewards.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(guest) = rewards().get(&key) {
+            return Ok(guest.clone());
+        }
+        let (component, linker) = self.compile(wasm)?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(SandboxError::Load)?;
+        let pre = RewardPluginPre::new(pre)
+            .map_err(|e| not_a(e, "a reward plugin", BUILD_A_REWARD))?;
+        let guest = RewardGuest::new(self.clone(), pre);
+        rewards().insert(key, guest.clone());
+        Ok(guest)
+    }
+
+    /// Reads a reward plugin component from a file and loads it.
+    pub fn load_reward_file(&self, path: &std::path::Path) -> Result<RewardGuest> {
+        self.load_reward(&read(path)?)
+    }
+
+    /// The compiled component and a linker with what every guest gets (WASI with nothing
+    /// granted, the virtual clock).
+    fn compile(&self, wasm: &[u8]) -> Result<(Component, Linker<HostState>)> {
+        let cache_dir = self.inner.config.cache_dir.as_ref().map(|d| d.join("wasm"));
+        let component = cache::load(&self.inner.engine, wasm, cache_dir.as_deref())?;
+        let mut linker = Linker::<HostState>::new(&self.inner.engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SandboxError::Load)?;
+        VirtualClock::add_to_linker(&mut linker).map_err(SandboxError::Load)?;
+        Ok((component, linker))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Guest>> {
@@ -187,9 +219,31 @@ impl Sandbox {
     }
 }
 
+fn read(path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A component that links but does not export what it is loaded as (an env loaded as a
+/// reward plugin, or the other way round): said in one line, with what to build.
+fn not_a(error: wasmtime::Error, what: &str, build: &str) -> SandboxError {
+    SandboxError::NotAComponent {
+        reason: format!(
+            "the component is not {what} ({}): {build}",
+            error.root_cause().to_string().lines().next().unwrap_or_default()
+        ),
+    }
+}
+
 /// What to build instead of a file that is not a guest component.
 const BUILD_A_GUEST: &str = "build the env with `sandgym_guest::export_env!` as a `cdylib` for \
     wasm32-wasip2 (README: \"Ship your env as WASM\")";
+
+/// What to build instead of a component that is not a reward plugin.
+const BUILD_A_REWARD: &str = "build the plugin with `sandgym_reward_guest::export_reward!` as a \
+    `cdylib` for wasm32-wasip2 (README: \"Compose a reward\")";
 
 /// Tells apart, in one line, bytes that are not WebAssembly and a core module from a
 /// component (whose header is `\0asm`, then version 0x0d and layer 1), before wasmtime's

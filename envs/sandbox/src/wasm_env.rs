@@ -144,22 +144,7 @@ impl WasmEnv {
 
     fn new_instance(&mut self) -> Result<Instance> {
         let limits = self.limits().clone();
-        let engine = self.guest.inner.sandbox.engine().clone();
-        let mut store = Store::new(&engine, HostState::new(&limits));
-        store.limiter(|s| &mut s.limiter);
-        store.set_hostcall_fuel(limits.max_output_bytes.saturating_add(TRANSFER_SLACK));
-        store.set_max_component_handles(limits.max_handles);
-        if let CpuLimit::Deadline(_) = limits.cpu {
-            // Every epoch tick compares the clock with the call's deadline: counting ticks
-            // instead drifts late by however long the ticker oversleeps and the guest spends in
-            // host calls (measured 25–70 % late).
-            store.epoch_deadline_callback(|store| match store.data().deadline {
-                Some((deadline, limit)) if Instant::now() >= deadline => {
-                    Err(wasmtime::Error::new(SandboxError::Timeout { limit }))
-                }
-                _ => Ok(UpdateDeadline::Continue(1)),
-            });
-        }
+        let mut store = new_store(self.guest.inner.sandbox.engine(), &limits);
         // Making the instance (instantiation and `init`) has its own, larger budget.
         let init_cpu = limits.init_budget();
         let init_limits = Limits {
@@ -294,8 +279,29 @@ impl WasmEnv {
     }
 }
 
+/// A store for one guest instance under `limits`: the resource limiter, the bound on each
+/// call's copy out of the guest, the handle limit and the CPU deadline check.
+pub(crate) fn new_store(engine: &wasmtime::Engine, limits: &Limits) -> Store<HostState> {
+    let mut store = Store::new(engine, HostState::new(limits));
+    store.limiter(|s| &mut s.limiter);
+    store.set_hostcall_fuel(limits.max_output_bytes.saturating_add(TRANSFER_SLACK));
+    store.set_max_component_handles(limits.max_handles);
+    if let CpuLimit::Deadline(_) = limits.cpu {
+        // Every epoch tick compares the clock with the call's deadline: counting ticks
+        // instead drifts late by however long the ticker oversleeps and the guest spends in
+        // host calls (measured 25–70 % late).
+        store.epoch_deadline_callback(|store| match store.data().deadline {
+            Some((deadline, limit)) if Instant::now() >= deadline => {
+                Err(wasmtime::Error::new(SandboxError::Timeout { limit }))
+            }
+            _ => Ok(UpdateDeadline::Continue(1)),
+        });
+    }
+    store
+}
+
 /// Sets the per-call CPU budget and starts the call's stderr afresh.
-fn arm(store: &mut Store<HostState>, cpu: CpuLimit) -> wasmtime::Result<()> {
+pub(crate) fn arm(store: &mut Store<HostState>, cpu: CpuLimit) -> wasmtime::Result<()> {
     store.data().stderr.clear();
     match cpu {
         CpuLimit::Deadline(limit) => {
@@ -315,7 +321,7 @@ const HANDLE_LIMIT_EXCEEDED: &str = "store handle limit exceeded";
 
 /// Turns a wasmtime error from a guest call into a typed sandbox error, with a one-line
 /// message (wasmtime's errors carry a multi-line wasm backtrace).
-fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> SandboxError {
+pub(crate) fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> SandboxError {
     let error = match error.downcast::<SandboxError>() {
         Ok(typed) => return typed,
         Err(error) => error,

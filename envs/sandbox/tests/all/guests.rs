@@ -313,3 +313,152 @@ fn customer_service() {
         }
     }
 }
+
+/// A reward plugin instance of `guest` with `config`, in the tests' tight sandbox.
+fn plugin(guest: Guest, config: serde_json::Value) -> sandgym_sandbox::WasmReward {
+    crate::sandbox()
+        .load_reward(guest.wasm)
+        .unwrap()
+        .instantiate(config.as_object().unwrap())
+        .unwrap()
+}
+
+/// The rubric plugin grades the support baseline's episodes: its parts are named, its score
+/// is their sum and within its declared range, and the env's own reward is left as it is.
+#[test]
+fn rubric() {
+    use sandgym_env_api::{Env, RewardFn, Term};
+    use sandgym_env_support::{SupportBaseline, SupportEnv};
+    let term = plugin(sandgym_guest_artifacts::RUBRIC, serde_json::json!({}));
+    assert_eq!(term.name(), "rubric");
+    assert_eq!(term.declared_range(), (-0.25, 0.2));
+    let mut env = sandgym_env_api::Reward::with_terms(
+        SupportEnv::new(),
+        vec![Box::new(Term::Env { weight: 1.0 }), Box::new(term)],
+        None,
+    )
+    .unwrap();
+    let report = check_env(&mut env);
+    assert!(report.is_ok(), "{report}");
+    let mut courteous = 0;
+    for seed in 0..6 {
+        let mut agent = SupportBaseline::default();
+        let mut obs = env.reset(seed, &Default::default()).unwrap();
+        let mut env_return = 0.0;
+        while !env.done().is_done() {
+            obs = env.step(&agent.act(&obs)).unwrap();
+            env_return += env.inner().reward();
+        }
+        let terms = &obs.info["reward_terms"];
+        assert_eq!(terms["env"].as_f64().unwrap(), env.inner().reward());
+        // A score without parts (no criterion met) gives no breakdown.
+        let parts = obs
+            .info
+            .get("reward_parts")
+            .and_then(|p| p["rubric"].as_object().cloned())
+            .unwrap_or_default();
+        let sum: f64 = parts.values().map(|v| v.as_f64().unwrap()).sum();
+        assert!((terms["rubric"].as_f64().unwrap() - sum).abs() < 1e-12);
+        assert!(
+            !parts.contains_key("identity_first"),
+            "the baseline checks identity first: {parts:?}"
+        );
+        courteous += usize::from(parts.contains_key("courtesy"));
+        assert!(env_return.is_finite());
+    }
+    assert!(courteous > 0, "the baseline is never courteous?");
+
+    // Cancelling before the identity check breaks the rule, and an apology is courteous.
+    let mut env = sandgym_env_api::Reward::with_terms(
+        SupportEnv::new(),
+        vec![Box::new(plugin(
+            sandgym_guest_artifacts::RUBRIC,
+            serde_json::json!({}),
+        ))],
+        None,
+    )
+    .unwrap();
+    env.reset(0, &Default::default()).unwrap();
+    let cancel = sandgym_env_api::Action::tool("cancel_order", serde_json::json!({"order_id": "O1001"}));
+    let first = env.step(&cancel).unwrap();
+    assert!(
+        !first.info.contains_key("reward_parts"),
+        "nothing is paid before the end: {first:?}"
+    );
+    let last = env
+        .step(&sandgym_env_api::Action::respond("Sorry, I could not help."))
+        .unwrap();
+    let parts = &last.info["reward_parts"]["rubric"];
+    assert_eq!(parts["identity_first"], -0.25, "{parts}");
+    assert_eq!(parts["courtesy"], 0.1, "{parts}");
+    assert!((env.reward() - (-0.15)).abs() < 1e-12);
+    // A configuration it cannot take is refused when it is made, with its reason.
+    let err = crate::sandbox()
+        .load_reward(sandgym_guest_artifacts::RUBRIC.wasm)
+        .unwrap()
+        .instantiate(serde_json::json!({"tool_cost": -1.0}).as_object().unwrap())
+        .unwrap_err();
+    assert!(err.to_string().contains("tool_cost"), "{err}");
+}
+
+/// Every way the hostile plugin misbehaves fails the step with a typed, one-line error that
+/// ends the episode; the env is unharmed and the next episode scores again.
+#[test]
+fn hostile_reward() {
+    use sandgym_env_api::{Action, Env, EnvError, ErrorKind, Reward, RewardFn, toy::GuessNumber};
+    use std::time::{Duration, Instant};
+    let refused = crate::sandbox()
+        .load_reward(sandgym_guest_artifacts::HOSTILE_REWARD.wasm)
+        .unwrap()
+        .instantiate(serde_json::json!({"attack": "init-error"}).as_object().unwrap())
+        .unwrap_err();
+    assert!(refused.to_string().contains("refuses to be made"), "{refused}");
+    for (attack, says) in [
+        ("loop", "time limit"),
+        ("alloc", "memory limit"),
+        ("panic", "panics on purpose"),
+        ("nan", "NaN"),
+        ("inf", "inf"),
+        ("range", "outside the range [0, 1]"),
+        ("error", "fails on purpose"),
+        ("huge-parts", "bytes to the host in one call"),
+    ] {
+        let term = plugin(
+            sandgym_guest_artifacts::HOSTILE_REWARD,
+            serde_json::json!({"attack": attack, "at": 2}),
+        );
+        assert_eq!(term.name(), "hostile");
+        let mut env = Reward::with_terms(GuessNumber::new(), vec![Box::new(term)], None).unwrap();
+        for round in 0..2 {
+            env.reset(round, &Default::default()).unwrap();
+            let guess = |n: u32| Action::tool("guess", serde_json::json!({"number": n}));
+            let first = env.step(&guess(1)).unwrap();
+            assert_eq!(first.info["reward_parts"]["hostile"]["steady"], 0.5);
+            let start = Instant::now();
+            let err = env.step(&guess(2)).unwrap_err();
+            assert!(start.elapsed() < Duration::from_secs(20), "{attack}");
+            let text = err.to_string();
+            assert!(text.contains(says), "{attack}: {text}");
+            assert!(!text.contains('\n'), "{attack}: not one line: {text}");
+            assert_eq!(err.kind(), ErrorKind::Episode, "{attack}: {text}");
+            assert!(
+                matches!(
+                    err,
+                    EnvError::RewardFailed { .. } | EnvError::InvalidReward { .. }
+                ),
+                "{attack}: {err:?}"
+            );
+            assert!(env.done().is_done(), "{attack}: the episode goes on");
+            assert!(env.step(&guess(3)).is_err(), "{attack}: a failed episode steps");
+        }
+    }
+    // A plugin is not an env, nor an env a plugin: one-line errors that say what to build.
+    let err = crate::sandbox()
+        .load(sandgym_guest_artifacts::RUBRIC.wasm)
+        .unwrap_err();
+    assert!(err.to_string().contains("export_env!"), "{err}");
+    let err = crate::sandbox()
+        .load_reward(sandgym_guest_artifacts::GUESS_NUMBER.wasm)
+        .unwrap_err();
+    assert!(err.to_string().contains("export_reward!"), "{err}");
+}
