@@ -403,6 +403,9 @@ pub struct BaselineEpisode {
     pub success: bool,
     /// The info of the observation the episode reset to.
     pub reset_info: Map<String, serde_json::Value>,
+    /// The env failure that ended the episode, if one did (a guest fault, a reward plugin
+    /// that could not score a step): the episode counts as played and not successful.
+    pub error: Option<String>,
 }
 
 /// Plays the scripted baseline of `target` (natively, or sandboxed for a guest file) for each
@@ -433,18 +436,29 @@ pub fn play_episodes(
         let mut agent = agent()?;
         let mut obs = env.reset(seed, options)?;
         let reset_info = obs.info.clone();
+        let mut error = None;
         for _ in 0..limit {
             if env.done().is_done() {
                 break;
             }
-            obs = env.step(&agent.act(&obs))?;
+            match env.step(&agent.act(&obs)) {
+                Ok(next) => obs = next,
+                // The agent's mistake: it reads the error and goes on, as in a rollout.
+                Err(e) if e.is_invalid_action() => obs = env_api::Observation::new(e.to_string()),
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
         }
         let trajectory = env.take_trajectory();
-        let success = env_api::episode_success(&obs.info, env.done(), trajectory.total_reward());
+        let success = error.is_none()
+            && env_api::episode_success(&obs.info, env.done(), trajectory.total_reward());
         out.push(BaselineEpisode {
             trajectory,
             success,
             reset_info,
+            error,
         });
     }
     Ok(out)
@@ -533,6 +547,7 @@ pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
             .map(|e| e.trajectory.records.len())
             .sum::<usize>() as f64
             / n,
+        env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
         ..EvalReport::default()
     }
 }
