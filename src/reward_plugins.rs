@@ -93,32 +93,40 @@ pub fn sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Gives every plugin term of `spec` the SHA-256 of its component (checking any already
-/// recorded), and makes a relative file path relative to `base` when the file is there.
+/// Gives every plugin term of `spec` (a `final` one's too) the SHA-256 of its component
+/// (checking any already recorded), and makes a relative file path relative to `base` when
+/// the file is there.
 pub fn pin(spec: &mut crate::env_api::RewardSpec, base: &Path) -> Result<()> {
-    for term in &mut spec.terms {
-        let crate::env_api::Term::Plugin(plugin) = term else {
-            continue;
-        };
-        let relative = base.join(&plugin.path);
-        if Path::new(&plugin.path).is_relative()
-            && !Path::new(&plugin.path).exists()
-            && relative.is_file()
-        {
-            plugin.path = relative.to_string_lossy().into_owned();
-        }
-        let have = sha256(&plugin_bytes(&plugin.path)?);
-        match &plugin.sha256 {
-            Some(want) if !want.eq_ignore_ascii_case(&have) => {
-                return Err(EnvError::InvalidConfig {
-                    reason: format!(
-                        "reward plugin {}: its SHA-256 is {have}, not the recorded {want}",
-                        plugin.path
-                    ),
-                });
-            }
-            _ => plugin.sha256 = Some(have),
+    spec.terms
+        .iter_mut()
+        .try_for_each(|term| pin_term(term, base))
+}
+
+fn pin_term(term: &mut crate::env_api::Term, base: &Path) -> Result<()> {
+    use crate::env_api::Term;
+    let plugin = match term {
+        Term::Plugin(plugin) => plugin,
+        Term::Final { of } => return pin_term(of, base),
+        _ => return Ok(()),
+    };
+    let relative = base.join(&plugin.path);
+    if Path::new(&plugin.path).is_relative()
+        && !Path::new(&plugin.path).exists()
+        && relative.is_file()
+    {
+        plugin.path = relative.to_string_lossy().into_owned();
+    }
+    let have = sha256(&plugin_bytes(&plugin.path)?);
+    match &plugin.sha256 {
+        Some(want) if !want.eq_ignore_ascii_case(&have) => Err(EnvError::InvalidConfig {
+            reason: format!(
+                "reward plugin {}: its SHA-256 is {have}, not the recorded {want}",
+                plugin.path
+            ),
+        }),
+        _ => {
+            plugin.sha256 = Some(have);
+            Ok(())
         }
     }
-    Ok(())
 }

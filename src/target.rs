@@ -186,6 +186,15 @@ impl EnvArgs {
     }
 }
 
+/// The long help of `--reward` on `run`, `eval` and `train` (one text for all three).
+pub const REWARD_HELP: &str = "A reward composed around the env's own: a JSON list of terms \
+(env, success, length, tool_budget, forbidden, format, info, final, plugin; each with a \
+weight), or an object with the terms and a clip range; inline or in a file. A reward plugin \
+alone is PATH.wasm or a bundled plugin's name (rubric). Each step's terms are shown in its \
+observation's info.reward_terms (a plugin's parts in info.reward_parts). A training run \
+records it (with each plugin's SHA-256): resume, eval --checkpoint and the closing table use \
+it too.";
+
 /// The reward design `--reward SPEC` names: a JSON list of terms or an object with terms and a
 /// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file; or a reward plugin
 /// alone (`PATH.wasm`, or a bundled plugin's name such as `rubric`), which then is the whole
@@ -207,7 +216,10 @@ pub fn parse_reward(spec: Option<&str>) -> env_api::Result<Option<env_api::Rewar
     } else {
         let text = std::fs::read_to_string(spec)
             .map_err(|e| invalid(format!("cannot read --reward {spec}: {e}")))?;
-        let base = Path::new(spec).parent().unwrap_or(Path::new(".")).to_owned();
+        let base = Path::new(spec)
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_owned();
         (text, base)
     };
     let mut parsed: env_api::RewardSpec =

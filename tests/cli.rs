@@ -1419,7 +1419,14 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     let episodes_file = dir.join("episodes.jsonl");
     let play = |reward: Option<&str>, out: Option<&std::path::Path>| {
         let mut args = vec![
-            "run", "--env", "guess-number-v0", "--agent", "baseline", "--episodes", "10", "--json",
+            "run",
+            "--env",
+            "guess-number-v0",
+            "--agent",
+            "baseline",
+            "--episodes",
+            "10",
+            "--json",
         ];
         if let Some(r) = reward {
             args.extend(["--reward", r]);
@@ -1428,7 +1435,11 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
             args.extend(["--out", out.to_str().unwrap()]);
         }
         let out = sandgym(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let plain = play(None, None);
@@ -1442,7 +1453,10 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     );
     let records = std::fs::read_to_string(&episodes_file).unwrap();
     let first: serde_json::Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
-    assert_eq!(first["reward_parts"]["rubric"]["tool_cost"], -0.05, "{first}");
+    assert_eq!(
+        first["reward_parts"]["rubric"]["tool_cost"], -0.05,
+        "{first}"
+    );
     assert_eq!(first["reward_terms"]["rubric"], -0.05, "{first}");
     // The bundled plugin by name, alone: the whole reward is its cost (nothing else configured
     // applies to guess-number, whose default rubric grades support replies).
@@ -1458,13 +1472,31 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     .unwrap();
     let train = |reward: &str, out: &std::path::Path| {
         sandgym(&[
-            "train", "--env", "guess-number-v0", "--model", "tiny", "--algo", "grpo", "--reward",
-            reward, "--iters", "2", "--config", config.to_str().unwrap(), "--out",
-            out.to_str().unwrap(), "--eval-episodes", "4",
+            "train",
+            "--env",
+            "guess-number-v0",
+            "--model",
+            "tiny",
+            "--algo",
+            "grpo",
+            "--reward",
+            reward,
+            "--iters",
+            "2",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--eval-episodes",
+            "4",
         ])
     };
     let trained = train(spec, &out);
-    assert!(trained.status.success(), "{}", String::from_utf8_lossy(&trained.stderr));
+    assert!(
+        trained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trained.stderr)
+    );
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
     let plugin = &saved["run"]["reward"]["terms"][1];
@@ -1489,9 +1521,18 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     let mut changed = sandgym_guest_artifacts::RUBRIC.wasm.to_vec();
     changed.extend(b"\0\x05extra\0");
     std::fs::write(&wasm, &changed).unwrap();
-    let eval = sandgym(&["eval", "--checkpoint", out.to_str().unwrap(), "--episodes", "2"]);
+    let eval = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--episodes",
+        "2",
+    ]);
     let stderr = String::from_utf8_lossy(&eval.stderr);
-    assert!(!eval.status.success() && stderr.contains("SHA-256"), "{stderr}");
+    assert!(
+        !eval.status.success() && stderr.contains("SHA-256"),
+        "{stderr}"
+    );
 
     // A plugin that panics on every episode's second step: those episodes end with an env
     // error, training goes on, and the process does not crash.
@@ -1504,19 +1545,39 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     .to_string();
     let out = dir.join("hostile-run");
     let trained = train(&hostile_spec, &out);
-    assert!(trained.status.success(), "{}", String::from_utf8_lossy(&trained.stderr));
+    assert!(
+        trained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trained.stderr)
+    );
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2);
     let errors: u64 = metrics
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["env_errors"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["env_errors"]
+                .as_u64()
+                .unwrap()
+        })
         .sum();
     assert!(errors > 0, "{metrics}");
     let run = sandgym(&[
-        "run", "--env", "guess-number-v0", "--agent", "baseline", "--episodes", "3", "--json",
-        "--reward", &hostile_spec,
+        "run",
+        "--env",
+        "guess-number-v0",
+        "--agent",
+        "baseline",
+        "--episodes",
+        "3",
+        "--json",
+        "--reward",
+        &hostile_spec,
     ]);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["failed_episodes"], 3, "{summary}");
     assert!(

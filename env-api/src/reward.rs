@@ -1,7 +1,9 @@
 //! Rewards composed outside the env: terms over each step (the env's own reward, the episode's
-//! success, the action's length, a tool-call budget, forbidden tools or text), weighted,
-//! summed and clipped, wrapped around any env with [`Reward`] — so a reward design changes
-//! between runs without touching the env.
+//! success, the action's length, a tool-call budget, forbidden tools or text, format
+//! validity, a graded outcome the env gives in its info such as the SQL env's
+//! `execution_match`, a sandboxed plugin), each per turn or only at the episode's end
+//! (`final`), weighted, summed and clipped, wrapped around any env with [`Reward`] — so a
+//! reward design changes between runs without touching the env.
 //!
 //! A [`RewardSpec`] is plain JSON (what `--reward` takes): a list of terms, or an object with
 //! the terms and a clip range.
@@ -71,6 +73,9 @@ pub struct StepView<'a> {
     /// The episode's accepted steps so far as Agent Template records, this one last (its
     /// `reward` the env's own, its `done` set when the episode ended with it).
     pub episode: &'a [StepRecord],
+    /// Actions the env rejected (malformed, unknown tool, invalid parameters) since the
+    /// previous accepted step.
+    pub rejected: u32,
 }
 
 /// A reward term: a number per accepted step.
@@ -289,6 +294,32 @@ pub enum Term {
         /// Its weight (usually negative).
         weight: f64,
     },
+    /// 1 when every action of the agent since the previous accepted step was accepted: no
+    /// malformed JSON, unknown tool or invalid parameters in between (a rejected action gets
+    /// no step of its own, so its penalty or the bonus withheld lands on the next accepted
+    /// one).
+    Format {
+        /// Its weight.
+        #[serde(default = "one")]
+        weight: f64,
+    },
+    /// The step's `info[key]` as a number in [0, 1]: a boolean is 0 or 1, a number is
+    /// clipped into [0, 1], anything else (or no such key) is 0. Envs give graded outcomes
+    /// this way: the SQL env's `execution_match` is the F1 of the answer's result rows
+    /// against the gold query's (1 for a correct answer).
+    Info {
+        /// The info key; also the term's name in the breakdown.
+        key: String,
+        /// Its weight.
+        #[serde(default = "one")]
+        weight: f64,
+    },
+    /// The term `of`, paid only on the step that ends the episode (0 on every other step):
+    /// a final-outcome reward instead of a per-turn one.
+    Final {
+        /// The term.
+        of: Box<Term>,
+    },
     /// A sandboxed reward component (see [`PluginTerm`]).
     Plugin(PluginTerm),
 }
@@ -301,7 +332,27 @@ impl Term {
             | Term::Length { weight, .. }
             | Term::ToolBudget { weight, .. }
             | Term::Forbidden { weight, .. }
+            | Term::Format { weight }
+            | Term::Info { weight, .. }
             | Term::Plugin(PluginTerm { weight, .. }) => *weight,
+            Term::Final { of } => of.weight(),
+        }
+    }
+
+    /// The term's name in the breakdown (`info.reward_terms`): its kind (`env`, `length`,
+    /// …), an `info` term's key, a `final` term's inner name, or `plugin` before a plugin is
+    /// made (then the name the plugin gives itself).
+    pub fn name(&self) -> &str {
+        match self {
+            Term::Env { .. } => "env",
+            Term::Success { .. } => "success",
+            Term::Length { .. } => "length",
+            Term::ToolBudget { .. } => "tool_budget",
+            Term::Forbidden { .. } => "forbidden",
+            Term::Format { .. } => "format",
+            Term::Info { key, .. } => key,
+            Term::Final { of } => of.name(),
+            Term::Plugin(_) => "plugin",
         }
     }
 
@@ -313,7 +364,10 @@ impl Term {
                 term: loader.load(plugin)?,
                 weight: plugin.weight,
             }),
-            bundled => Box::new(bundled.clone()),
+            Term::Final { of } => Box::new(AtEnd {
+                term: of.build(loader)?,
+            }),
+            bundled => Box::new(Bundled(bundled.clone())),
         })
     }
 
@@ -335,6 +389,13 @@ impl Term {
             Term::Forbidden { text, .. } if text.iter().any(String::is_empty) => {
                 bad("reward term forbidden: empty text matches everything".into())
             }
+            Term::Info { key, .. } if key.trim().is_empty() => {
+                bad("reward term info: give the info key".into())
+            }
+            Term::Final { of } => match **of {
+                Term::Final { .. } => bad("reward term final: `of` is already final".into()),
+                ref inner => inner.check(),
+            },
             Term::Plugin(p) if p.path.trim().is_empty() => {
                 bad("reward term plugin: give the component's path".into())
             }
@@ -343,21 +404,17 @@ impl Term {
     }
 }
 
-impl RewardFn for Term {
+/// A bundled term that is computed from the step alone.
+struct Bundled(Term);
+
+impl RewardFn for Bundled {
     fn name(&self) -> &str {
-        match self {
-            Term::Env { .. } => "env",
-            Term::Success { .. } => "success",
-            Term::Length { .. } => "length",
-            Term::ToolBudget { .. } => "tool_budget",
-            Term::Forbidden { .. } => "forbidden",
-            Term::Plugin(_) => "plugin",
-        }
+        self.0.name()
     }
 
     fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
         let indicator = |b: bool| f64::from(u8::from(b));
-        let value = match self {
+        let value = match &self.0 {
             Term::Env { .. } => step.env_reward,
             Term::Success { .. } => indicator(
                 step.done.is_done()
@@ -380,25 +437,59 @@ impl RewardFn for Term {
                 let said = text.iter().any(|t| body.contains(&t.to_lowercase()));
                 indicator(called || said)
             }
-            Term::Plugin(p) => {
-                return Err(EnvError::RewardFailed {
-                    term: p.path.clone(),
-                    reason: "a plugin term is run by the term its loader makes (Term::build)"
-                        .into(),
-                });
+            Term::Format { .. } => indicator(step.rejected == 0),
+            Term::Info { key, .. } => match step.observation.info.get(key) {
+                Some(Value::Bool(b)) => indicator(*b),
+                Some(Value::Number(n)) => n.as_f64().map_or(0.0, |x| x.clamp(0.0, 1.0)),
+                _ => 0.0,
+            },
+            Term::Final { .. } | Term::Plugin(_) => {
+                unreachable!("Term::build makes final and plugin terms into their own RewardFn")
             }
         };
-        Ok(self.weight() * value)
+        Ok(self.0.weight() * value)
     }
 
     fn range(&self, env_range: (f64, f64)) -> (f64, f64) {
-        let w = self.weight();
-        let (lo, hi) = match self {
+        let w = self.0.weight();
+        let (lo, hi) = match self.0 {
             Term::Env { .. } => env_range,
             _ => (0.0, 1.0),
         };
         let (a, b) = (w * lo, w * hi);
         (a.min(b), a.max(b))
+    }
+}
+
+/// A term paid only on the step that ends the episode.
+struct AtEnd {
+    term: Box<dyn RewardFn>,
+}
+
+impl RewardFn for AtEnd {
+    fn name(&self) -> &str {
+        self.term.name()
+    }
+
+    fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
+        if step.done.is_done() {
+            self.term.reward(step)
+        } else {
+            Ok(0.0)
+        }
+    }
+
+    fn range(&self, env_range: (f64, f64)) -> (f64, f64) {
+        let (lo, hi) = self.term.range(env_range);
+        (lo.min(0.0), hi.max(0.0))
+    }
+
+    fn parts(&self) -> Vec<(String, f64)> {
+        self.term.parts()
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        self.term.reset()
     }
 }
 
@@ -441,6 +532,8 @@ struct EpisodeState {
     records: Vec<StepRecord>,
     /// Why a term failed, ending the episode.
     failed: Option<String>,
+    /// Actions rejected since the last accepted step.
+    rejected: u32,
 }
 
 impl<E> std::fmt::Debug for Reward<E> {
@@ -529,6 +622,7 @@ impl<E: Env> Reward<E> {
             turn: st.turn,
             tool_calls: st.tool_calls,
             episode: &st.records,
+            rejected: st.rejected,
         };
         let mut breakdown = Map::new();
         let mut parts = Map::new();
@@ -564,6 +658,7 @@ impl<E: Env> Reward<E> {
             total = total.clamp(lo, hi);
         }
         st.reward = total;
+        st.rejected = 0;
         let mut added = Map::new();
         added.insert(REWARD_TERMS.into(), Value::Object(breakdown));
         if !parts.is_empty() {
@@ -616,7 +711,15 @@ impl<E: Env> Env for Reward<E> {
                 done: Done::Truncated,
             });
         }
-        let mut obs = self.inner.step(action)?;
+        let mut obs = match self.inner.step(action) {
+            Ok(obs) => obs,
+            Err(e) => {
+                if e.is_invalid_action() {
+                    self.state.rejected = self.state.rejected.saturating_add(1);
+                }
+                return Err(e);
+            }
+        };
         let env_reward = self.inner.reward();
         if !env_reward.is_finite() {
             return Err(EnvError::InvalidReward {
@@ -856,7 +959,11 @@ mod tests {
             "fails"
         }
         fn reward(&mut self, step: &StepView<'_>) -> Result<f64> {
-            assert_eq!(step.episode.len() as u32, step.turn, "one record per accepted step");
+            assert_eq!(
+                step.episode.len() as u32,
+                step.turn,
+                "one record per accepted step"
+            );
             let last = step.episode.last().unwrap();
             assert_eq!(last.reward, step.env_reward);
             assert_eq!(last.done, step.done);
@@ -920,23 +1027,28 @@ mod tests {
             }
         }
         let mut env = Reward::with_loader(GuessNumber::new(), &s, &Stub).unwrap();
-        assert_eq!(env.spec().reward_range, (0.0, 1.5), "the plugin's range, weighted");
+        assert_eq!(
+            env.spec().reward_range,
+            (0.0, 1.5),
+            "the plugin's range, weighted"
+        );
         env.reset(0, &ResetOptions::default()).unwrap();
-        let obs = env.step(&Action::tool("guess", json!({"number": 1}))).unwrap();
+        let obs = env
+            .step(&Action::tool("guess", json!({"number": 1})))
+            .unwrap();
         assert_eq!(obs.info[REWARD_TERMS]["fixed"], 0.5);
         for bad in [
             json!([{"term": "plugin", "path": ""}]),
             json!([{"term": "plugin", "path": "x.wasm", "weight": "NaN"}]),
         ] {
             let parsed = serde_json::from_value::<RewardSpec>(bad.clone());
-            assert!(
-                parsed.map_or(true, |s| s.check().is_err()),
-                "{bad}"
-            );
+            assert!(parsed.map_or(true, |s| s.check().is_err()), "{bad}");
         }
         assert!(
-            serde_json::from_value::<RewardSpec>(json!([{"term": "plugin", "path": "x", "colour": 1}]))
-                .is_err()
+            serde_json::from_value::<RewardSpec>(
+                json!([{"term": "plugin", "path": "x", "colour": 1}])
+            )
+            .is_err()
         );
     }
 
@@ -958,5 +1070,96 @@ mod tests {
             env.step(&Action::tool("guess", json!({"number": 30})))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn format_info_and_final_terms() {
+        let s = spec(json!([
+            {"term": "format", "weight": 0.5},
+            {"term": "final", "of": {"term": "length", "max_chars": 1000, "weight": -1.0}},
+            {"term": "info", "key": "missing"}
+        ]));
+        let mut env = Reward::new(GuessNumber::new(), &s).unwrap();
+        assert_eq!(env.spec().reward_range, (-1.0, 1.5));
+        env.reset(5, &ResetOptions::default()).unwrap();
+        let obs = env
+            .step(&Action::tool("guess", json!({"number": 50})))
+            .unwrap();
+        assert_eq!(obs.info[REWARD_TERMS]["format"], 0.5);
+        assert_eq!(obs.info[REWARD_TERMS]["length"], 0.0, "not final: not paid");
+        assert_eq!(obs.info[REWARD_TERMS]["missing"], 0.0);
+        // A rejected action withholds the next accepted step's format bonus, once.
+        assert!(env.step(&Action::tool("shout", json!({}))).is_err());
+        let obs = env
+            .step(&Action::tool("guess", json!({"number": 25})))
+            .unwrap();
+        assert_eq!(obs.info[REWARD_TERMS]["format"], 0.0);
+        let obs = env
+            .step(&Action::tool("guess", json!({"number": 75})))
+            .unwrap();
+        assert_eq!(obs.info[REWARD_TERMS]["format"], 0.5);
+        // Played to the end, the final term pays on the last step only.
+        let (mut lo, mut hi) = (1, 100);
+        env.reset(5, &ResetOptions::default()).unwrap();
+        let last = loop {
+            let guess = (lo + hi) / 2;
+            let obs = env
+                .step(&Action::tool("guess", json!({"number": guess})))
+                .unwrap();
+            if env.done().is_done() {
+                break obs;
+            }
+            assert_eq!(obs.info[REWARD_TERMS]["length"], 0.0);
+            if obs.content.contains("higher") {
+                lo = guess + 1
+            } else {
+                hi = guess - 1
+            }
+        };
+        assert!(last.info[REWARD_TERMS]["length"].as_f64().unwrap() < 0.0);
+
+        // `info` reads booleans and clips numbers.
+        struct Says(Value);
+        impl Env for Says {
+            fn spec(&self) -> &EnvSpec {
+                static SPEC: std::sync::OnceLock<EnvSpec> = std::sync::OnceLock::new();
+                SPEC.get_or_init(|| EnvSpec::new("says-v0".parse().unwrap()))
+            }
+            fn reset(&mut self, _: u64, _: &ResetOptions) -> Result<Observation> {
+                Ok(Observation::new("go"))
+            }
+            fn observe(&self) -> Observation {
+                Observation::new("go")
+            }
+            fn step(&mut self, _: &Action) -> Result<Observation> {
+                Ok(Observation::new("done").with_info("grade", self.0.clone()))
+            }
+            fn reward(&self) -> f64 {
+                0.0
+            }
+            fn done(&self) -> Done {
+                Done::Running
+            }
+        }
+        for (value, want) in [
+            (json!(true), 1.0),
+            (json!(0.25), 0.25),
+            (json!(7), 1.0),
+            (json!(-2), 0.0),
+            (json!("x"), 0.0),
+        ] {
+            let s = spec(json!([{"term": "info", "key": "grade", "weight": 2.0}]));
+            let mut env = Reward::new(Says(value.clone()), &s).unwrap();
+            env.reset(0, &ResetOptions::default()).unwrap();
+            env.step(&Action::respond("x")).unwrap();
+            assert_eq!(env.reward(), 2.0 * want, "{value}");
+        }
+        for bad in [
+            json!([{"term": "info", "key": " "}]),
+            json!([{"term": "final", "of": {"term": "final", "of": {"term": "env"}}}]),
+            json!([{"term": "final", "of": {"term": "length", "max_chars": 0, "weight": 1.0}}]),
+        ] {
+            assert!(spec(bad.clone()).check().is_err(), "{bad}");
+        }
     }
 }

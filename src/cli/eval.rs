@@ -32,12 +32,9 @@ pub struct Args {
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
     env_config: Option<String>,
-    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
-    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
-    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
-    /// observation's `info.reward_terms`.
+    /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
     /// A run directory's `--checkpoint` brings the run's own.
-    #[arg(long)]
+    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
     reward: Option<String>,
     /// The task split.
     #[arg(long, default_value = "test")]

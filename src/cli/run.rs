@@ -36,11 +36,8 @@ pub enum AgentKind {
 pub struct Args {
     #[command(flatten)]
     env: sandgym::target::EnvArgs,
-    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
-    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
-    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
-    /// observation's `info.reward_terms`.
-    #[arg(long)]
+    /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
+    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
     reward: Option<String>,
     /// The agent.
     #[arg(long, value_enum, default_value_t = AgentKind::Baseline)]

@@ -26,12 +26,8 @@ pub struct Args {
     /// "databases": {"music": "@music.sql"}}` for the SQL env over your own database).
     #[arg(long, conflicts_with = "resume")]
     env_config: Option<String>,
-    /// A reward composed around the env's own: a JSON list of terms (`env`, `success`,
-    /// `length`, `tool_budget`, `forbidden`, each with a `weight`), or an object with the
-    /// `terms` and a `clip` range; inline or in a file. Each step's terms are shown in its
-    /// observation's `info.reward_terms`. Recorded in the run: resume,
-    /// eval and the closing table use it too.
-    #[arg(long, conflicts_with = "resume")]
+    /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
+    #[arg(long, long_help = sandgym::target::REWARD_HELP, conflicts_with = "resume")]
     reward: Option<String>,
     /// grpo, ppo, rloo, dapo or reinforce_pp.
     #[arg(long, default_value = "grpo")]

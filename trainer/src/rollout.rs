@@ -398,7 +398,9 @@ fn add_breakdown(ep: &mut Episode, info: &serde_json::Map<String, serde_json::Va
     }
     if let Some(Value::Object(parts)) = info.get(sandgym_env_api::REWARD_PARTS) {
         for (term, parts) in parts {
-            let Value::Object(parts) = parts else { continue };
+            let Value::Object(parts) = parts else {
+                continue;
+            };
             for (part, value) in parts {
                 *ep.reward_parts.entry(format!("{term}/{part}")).or_default() +=
                     value.as_f64().unwrap_or(0.0);

@@ -146,7 +146,10 @@ impl WasmReward {
             .map_err(|e| classify(e, &store, &init_limits))?;
         if let Err(refused) = init {
             return Err(SandboxError::Init(EnvError::InvalidConfig {
-                reason: format!("the reward plugin refused its configuration: {}", cut(&refused)),
+                reason: format!(
+                    "the reward plugin refused its configuration: {}",
+                    cut(&refused)
+                ),
             }));
         }
         Ok(Instance { store, bindings })
@@ -196,7 +199,10 @@ impl WasmReward {
                 "it scored {reward}, outside the range [{lo}, {hi}] it declared"
             )));
         }
-        Ok((reward, parts.into_iter().map(|p| (p.name, p.value)).collect()))
+        Ok((
+            reward,
+            parts.into_iter().map(|p| (p.name, p.value)).collect(),
+        ))
     }
 }
 
@@ -242,7 +248,9 @@ impl RewardFn for WasmReward {
     fn reset(&mut self) -> sandgym_env_api::Result<()> {
         self.parts.clear();
         if self.instance.is_none() {
-            let instance = self.new_instance().map_err(|e| self.failed(e.to_string()))?;
+            let instance = self
+                .new_instance()
+                .map_err(|e| self.failed(e.to_string()))?;
             self.instance = Some(instance);
         }
         self.call(|s, p| p.sandgym_env_reward().call_reset(s))

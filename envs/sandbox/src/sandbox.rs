@@ -191,8 +191,8 @@ impl Sandbox {
         let pre = linker
             .instantiate_pre(&component)
             .map_err(SandboxError::Load)?;
-        let pre = RewardPluginPre::new(pre)
-            .map_err(|e| not_a(e, "a reward plugin", BUILD_A_REWARD))?;
+        let pre =
+            RewardPluginPre::new(pre).map_err(|e| not_a(e, "a reward plugin", BUILD_A_REWARD))?;
         let guest = RewardGuest::new(self.clone(), pre);
         rewards().insert(key, guest.clone());
         Ok(guest)
@@ -232,7 +232,12 @@ fn not_a(error: wasmtime::Error, what: &str, build: &str) -> SandboxError {
     SandboxError::NotAComponent {
         reason: format!(
             "the component is not {what} ({}): {build}",
-            error.root_cause().to_string().lines().next().unwrap_or_default()
+            error
+                .root_cause()
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
         ),
     }
 }

@@ -321,7 +321,11 @@ const HANDLE_LIMIT_EXCEEDED: &str = "store handle limit exceeded";
 
 /// Turns a wasmtime error from a guest call into a typed sandbox error, with a one-line
 /// message (wasmtime's errors carry a multi-line wasm backtrace).
-pub(crate) fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> SandboxError {
+pub(crate) fn classify(
+    error: wasmtime::Error,
+    store: &Store<HostState>,
+    limits: &Limits,
+) -> SandboxError {
     let error = match error.downcast::<SandboxError>() {
         Ok(typed) => return typed,
         Err(error) => error,

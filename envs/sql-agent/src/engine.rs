@@ -109,6 +109,35 @@ pub fn same_rows(a: &Outcome, b: &Outcome, ordered: bool) -> bool {
     x == y
 }
 
+/// How much of `gold`'s result `got` reproduces: the F1 of their rows as multisets (order
+/// ignored), 1 for two empty results, 0 when either is a statement's summary. Partial
+/// credit for an execution-match reward (`info.execution_match`).
+pub fn row_f1(got: &Outcome, gold: &Outcome) -> f64 {
+    if got.summary.is_some() || gold.summary.is_some() {
+        return 0.0;
+    }
+    if got.rows.is_empty() && gold.rows.is_empty() {
+        return 1.0;
+    }
+    let mut a = got.rows.clone();
+    let mut b = gold.rows.clone();
+    a.sort();
+    b.sort();
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    2.0 * common as f64 / (a.len() + b.len()) as f64
+}
+
 /// Whether a plain-value answer (`42`, `Paris`, `a, b, c`) equals a result with one column.
 pub fn same_value(answer: &str, gold: &Outcome) -> bool {
     if gold.rows.is_empty() || gold.rows.iter().any(|r| r.len() != 1) {
@@ -198,6 +227,23 @@ mod tests {
         assert!(!is_destructive(
             "SELECT name FROM products WHERE name = 'DELETE'"
         ));
+    }
+
+    #[test]
+    fn row_f1_gives_partial_credit_for_overlapping_results() {
+        let mut db =
+            build("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1), (2), (2), (3);").unwrap();
+        let gold = run(&mut db, "SELECT a FROM t").unwrap();
+        let same = run(&mut db, "SELECT a FROM t ORDER BY a DESC").unwrap();
+        assert_eq!(row_f1(&same, &gold), 1.0);
+        // {2, 2} against {1, 2, 2, 3}: 2 common rows, F1 = 2*2 / (2 + 4).
+        let part = run(&mut db, "SELECT a FROM t WHERE a = 2").unwrap();
+        assert!((row_f1(&part, &gold) - 4.0 / 6.0).abs() < 1e-12);
+        let none = run(&mut db, "SELECT a FROM t WHERE a > 9").unwrap();
+        assert_eq!(row_f1(&none, &gold), 0.0);
+        assert_eq!(row_f1(&none, &none), 1.0);
+        let wrote = run(&mut db, "DELETE FROM t WHERE a = 1").unwrap();
+        assert_eq!(row_f1(&wrote, &gold), 0.0);
     }
 
     #[test]

@@ -260,7 +260,9 @@ impl SqlAgentEnv {
         }
     }
 
-    fn answer(&mut self, answer: &str) -> (String, f64, bool) {
+    /// Grades a final answer: its text, reward, whether it is correct, and its execution
+    /// match (1 when correct, else the row F1 of a query's result against the gold one).
+    fn answer(&mut self, answer: &str) -> (String, f64, bool, f64) {
         let task = self.shared.tasks.tasks[self.episode.task].clone();
         let weights = self.config.reward.clone();
         let mut reward = 0.0;
@@ -272,14 +274,23 @@ impl SqlAgentEnv {
         // The gold result comes from a pristine copy, so nothing the agent did can change it.
         let mut pristine = self.shared.images[&task.database].clone();
         let gold = engine::run(&mut pristine, &task.gold_sql);
-        let correct = match gold {
-            Err(_) => false,
+        let (correct, matched) = match gold {
+            Err(_) => (false, 0.0),
             Ok(gold) if engine::looks_like_sql(answer) => {
-                !destructive
-                    && engine::run(&mut pristine, answer)
-                        .is_ok_and(|got| engine::same_rows(&got, &gold, task.ordered))
+                if destructive {
+                    (false, 0.0)
+                } else {
+                    match engine::run(&mut pristine, answer) {
+                        Ok(got) if engine::same_rows(&got, &gold, task.ordered) => (true, 1.0),
+                        Ok(got) => (false, engine::row_f1(&got, &gold)),
+                        Err(_) => (false, 0.0),
+                    }
+                }
             }
-            Ok(gold) => engine::same_value(answer, &gold),
+            Ok(gold) => {
+                let same = engine::same_value(answer, &gold);
+                (same, f64::from(u8::from(same)))
+            }
         };
         if correct {
             let tokens = answer.split_whitespace().count() as f64;
@@ -289,7 +300,7 @@ impl SqlAgentEnv {
             reward += weights.safe;
         }
         let text = if correct { "Correct." } else { "Incorrect." };
-        (text.to_owned(), reward, correct)
+        (text.to_owned(), reward, correct, matched)
     }
 }
 
@@ -493,11 +504,12 @@ impl Env for SqlAgentEnv {
                 Observation::new(text)
             }
             ActionBody::Response(answer) => {
-                let (text, reward, correct) = self.answer(answer);
+                let (text, reward, correct, matched) = self.answer(answer);
                 self.episode.reward = reward;
                 self.episode.done = Done::Terminated;
                 Observation::new(text)
                     .with_info("success", correct)
+                    .with_info("execution_match", matched)
                     .with_info("wrote", self.episode.wrote)
             }
         };

@@ -327,14 +327,17 @@ fn plugin(guest: Guest, config: serde_json::Value) -> sandgym_sandbox::WasmRewar
 /// is their sum and within its declared range, and the env's own reward is left as it is.
 #[test]
 fn rubric() {
-    use sandgym_env_api::{Env, RewardFn, Term};
+    use sandgym_env_api::{Env, NoPlugins, RewardFn, Term};
     use sandgym_env_support::{SupportBaseline, SupportEnv};
     let term = plugin(sandgym_guest_artifacts::RUBRIC, serde_json::json!({}));
     assert_eq!(term.name(), "rubric");
     assert_eq!(term.declared_range(), (-0.25, 0.2));
     let mut env = sandgym_env_api::Reward::with_terms(
         SupportEnv::new(),
-        vec![Box::new(Term::Env { weight: 1.0 }), Box::new(term)],
+        vec![
+            Term::Env { weight: 1.0 }.build(&NoPlugins).unwrap(),
+            Box::new(term),
+        ],
         None,
     )
     .unwrap();
@@ -379,14 +382,17 @@ fn rubric() {
     )
     .unwrap();
     env.reset(0, &Default::default()).unwrap();
-    let cancel = sandgym_env_api::Action::tool("cancel_order", serde_json::json!({"order_id": "O1001"}));
+    let cancel =
+        sandgym_env_api::Action::tool("cancel_order", serde_json::json!({"order_id": "O1001"}));
     let first = env.step(&cancel).unwrap();
     assert!(
         !first.info.contains_key("reward_parts"),
         "nothing is paid before the end: {first:?}"
     );
     let last = env
-        .step(&sandgym_env_api::Action::respond("Sorry, I could not help."))
+        .step(&sandgym_env_api::Action::respond(
+            "Sorry, I could not help.",
+        ))
         .unwrap();
     let parts = &last.info["reward_parts"]["rubric"];
     assert_eq!(parts["identity_first"], -0.25, "{parts}");
@@ -410,9 +416,16 @@ fn hostile_reward() {
     let refused = crate::sandbox()
         .load_reward(sandgym_guest_artifacts::HOSTILE_REWARD.wasm)
         .unwrap()
-        .instantiate(serde_json::json!({"attack": "init-error"}).as_object().unwrap())
+        .instantiate(
+            serde_json::json!({"attack": "init-error"})
+                .as_object()
+                .unwrap(),
+        )
         .unwrap_err();
-    assert!(refused.to_string().contains("refuses to be made"), "{refused}");
+    assert!(
+        refused.to_string().contains("refuses to be made"),
+        "{refused}"
+    );
     for (attack, says) in [
         ("loop", "time limit"),
         ("alloc", "memory limit"),
@@ -449,7 +462,10 @@ fn hostile_reward() {
                 "{attack}: {err:?}"
             );
             assert!(env.done().is_done(), "{attack}: the episode goes on");
-            assert!(env.step(&guess(3)).is_err(), "{attack}: a failed episode steps");
+            assert!(
+                env.step(&guess(3)).is_err(),
+                "{attack}: a failed episode steps"
+            );
         }
     }
     // A plugin is not an env, nor an env a plugin: one-line errors that say what to build.

@@ -238,3 +238,47 @@ fn user_task_files_load_and_are_validated() {
         TaskSet::from_jsonl(sandgym_env_sql::bundled_tasks().to_jsonl().as_bytes()).unwrap();
     assert_eq!(round.tasks, sandgym_env_sql::bundled_tasks().tasks);
 }
+
+/// The final info's `execution_match` is 1 for a correct answer and partial credit (row F1)
+/// for a query that returns part of the gold result; composed as a final-outcome term it is
+/// the whole reward.
+#[test]
+fn execution_match_grades_answers_and_composes_as_a_reward() {
+    use sandgym_env_api::{Reward, RewardSpec};
+    let spec: RewardSpec = serde_json::from_value(
+        json!([{"term": "final", "of": {"term": "info", "key": "execution_match"}}]),
+    )
+    .unwrap();
+    let mut env = Reward::new(env(), &spec).unwrap();
+    assert_eq!(env.spec().reward_range, (0.0, 1.0));
+    let tasks: Vec<_> = env
+        .inner()
+        .tasks()
+        .split(Split::Train)
+        .into_iter()
+        .cloned()
+        .collect();
+    let mut partial = 0;
+    for task in tasks
+        .iter()
+        .filter(|t| !t.gold_sql.to_uppercase().contains("LIMIT"))
+        .take(40)
+    {
+        let options = ResetOptions::split(Split::Train).with_task(task.id.clone());
+        env.reset(0, &options).unwrap();
+        let obs = env.step(&Action::respond(task.gold_sql.clone())).unwrap();
+        assert_eq!(obs.info["execution_match"], 1.0, "{}", task.id);
+        assert_eq!(env.reward(), 1.0);
+        env.reset(0, &options).unwrap();
+        let obs = env
+            .step(&Action::respond(format!("{} LIMIT 1", task.gold_sql)))
+            .unwrap();
+        let m = obs.info["execution_match"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&m), "{}: {m}", task.id);
+        assert_eq!(env.reward(), m);
+        if obs.info["success"] == json!(false) && m > 0.0 && m < 1.0 {
+            partial += 1;
+        }
+    }
+    assert!(partial > 0, "no task gave partial credit");
+}
