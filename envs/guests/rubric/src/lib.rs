@@ -64,7 +64,15 @@ impl Default for Rubric {
             criteria: vec![
                 criterion(
                     "courtesy",
-                    &["thank", "sorry", "apolog", "please", "happy to help", "can help", "glad to"],
+                    &[
+                        "thank",
+                        "sorry",
+                        "apolog",
+                        "please",
+                        "happy to help",
+                        "can help",
+                        "glad to",
+                    ],
                     0.1,
                 ),
                 criterion(
@@ -76,9 +84,14 @@ impl Default for Rubric {
             rules: vec![Rule {
                 name: "identity_first".into(),
                 require: "lookup_customer".into(),
-                before: ["cancel_order", "create_return", "update_address", "send_email"]
-                    .map(String::from)
-                    .to_vec(),
+                before: [
+                    "cancel_order",
+                    "create_return",
+                    "update_address",
+                    "send_email",
+                ]
+                .map(String::from)
+                .to_vec(),
                 weight: -0.25,
             }],
             message_params: vec!["message".into(), "body".into()],
@@ -106,7 +119,11 @@ impl Rubric {
         if rubric.tool_cost < 0.0 {
             return Err("rubric: tool_cost is a cost, give it as a non-negative number".into());
         }
-        if let Some(c) = rubric.criteria.iter().find(|c| c.any.iter().any(String::is_empty)) {
+        if let Some(c) = rubric
+            .criteria
+            .iter()
+            .find(|c| c.any.iter().any(String::is_empty))
+        {
             return Err(format!("rubric: criterion {} has an empty phrase", c.name));
         }
         Ok(rubric)
@@ -176,7 +193,9 @@ impl RewardPlugin for Rubric {
                 .collect();
             for rule in &self.rules {
                 let required = calls.iter().position(|t| *t == rule.require);
-                let changed = calls.iter().position(|t| rule.before.iter().any(|b| b == t));
+                let changed = calls
+                    .iter()
+                    .position(|t| rule.before.iter().any(|b| b == t));
                 if changed.is_some_and(|c| required.is_none_or(|r| c < r)) {
                     score = score.with_part(rule.name.clone(), rule.weight);
                 }

@@ -68,11 +68,11 @@ impl UnitConvert {
         }
         let units = || Schema::string().with_enum(UNITS.iter().map(|u| u.1));
         let factor = ToolSpec::new("factor", "How many `to` units make one `from` unit.")
-            .with_parameters(
-                Schema::object()
-                    .property("from", units(), true)
-                    .property("to", units(), true),
-            );
+            .with_parameters(Schema::object().property("from", units(), true).property(
+                "to",
+                units(),
+                true,
+            ));
         let spec = EnvSpec::new(EnvId::new("unit-convert", 0).expect("a valid id"))
             .with_description("Convert a quantity between units; answer with the number.")
             .with_tool(factor)
