@@ -1462,6 +1462,20 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     // applies to guess-number, whose default rubric grades support replies).
     let alone = play(Some("rubric"), None);
     assert_eq!(alone["mean_reward"], 0.0, "{alone}");
+    // `check` checks a plugin against an env it rewards, and says so when given one alone.
+    let wasm_arg = wasm.to_str().unwrap();
+    let check = sandgym(&["check", "customer-service-v0", "--reward", wasm_arg]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let alone = sandgym(&["check", wasm_arg]);
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        !alone.status.success() && stderr.contains("is a reward plugin"),
+        "{stderr}"
+    );
 
     let out = dir.join("run");
     let config = dir.join("train.json");

@@ -1,4 +1,5 @@
-//! `sandgym check`: run `check_env` on a bundled env or a guest file.
+//! `sandgym check`: run `check_env` on a bundled env or a guest file, optionally under a
+//! composed reward (how a reward plugin is checked: against an env it rewards).
 
 use std::process::ExitCode;
 
@@ -21,6 +22,10 @@ pub struct Args {
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
     env_config: Option<String>,
+    /// Check the env under this reward (terms, or a reward plugin's `.wasm`): the plugin must
+    /// load, declare a valid name and range, and keep the env's contract.
+    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
+    reward: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -28,15 +33,23 @@ pub struct Args {
 
 /// Runs the subcommand: exit 0 when the env keeps the contract, 1 on hard failures.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let target = EnvTarget::parse(&args.target, args.env_config.as_deref())?;
+    let target = EnvTarget::parse(&args.target, args.env_config.as_deref())?
+        .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
     let backend = if args.native {
         Backend::Native
     } else {
         Backend::Wasm
     };
-    let mut env: BoxEnv = target
-        .make(backend)
-        .with_context(|| format!("loading {}", args.target))?;
+    let made = target.make(backend);
+    if made.is_err() && target.is_file() && is_reward_plugin(&args.target) {
+        anyhow::bail!(
+            "{} is a reward plugin, not an env: check it against an env it rewards, e.g. \
+             `sandgym check guess-number-v0 --reward {}`",
+            args.target,
+            args.target
+        );
+    }
+    let mut env: BoxEnv = made.with_context(|| format!("loading {}", args.target))?;
     let report = check_env(&mut env);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
@@ -48,6 +61,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Whether the file at `path` loads as a reward plugin.
+fn is_reward_plugin(path: &str) -> bool {
+    sandgym::sandbox::Sandbox::shared()
+        .and_then(|s| s.load_reward_file(std::path::Path::new(path)))
+        .is_ok()
 }
 
 fn to_json(report: &CheckReport) -> serde_json::Value {
