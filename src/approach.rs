@@ -16,7 +16,8 @@ use sandgym_proxy::{
     PolicyServer, Proxy, ProxyConfig, ServerConfig, TraceReader, TraceStats, TraceStore,
 };
 use sandgym_trainer::{
-    IterMetrics, RolloutStats, TrainConfig, Trainer, iteration_jobs, rollout_settings,
+    IterMetrics, RolloutStats, SampleJournal, TrainConfig, Trainer, iteration_jobs,
+    rollout_settings,
 };
 use serde::Serialize;
 
@@ -227,6 +228,8 @@ impl ProxyApproach {
                 limits: settings.limits,
                 max_context: settings.max_context,
                 max_batch: settings.concurrency.max(1),
+                // What the server sampled, to check what reaches training against.
+                journal: true,
                 ..ServerConfig::default()
             },
         )?;
@@ -352,11 +355,16 @@ impl ProxyApproach {
         let episodes: Vec<_> = per_run.into_iter().flatten().collect();
         // Model calls and env steps interleave inside the harness runs: both rates are per
         // second of the whole playing time.
+        let mut journal = SampleJournal::default();
+        for served in self.server.take_journal() {
+            journal.record(&served.completion);
+        }
         let stats = RolloutStats {
             generated_tokens: (self.server.generated_tokens() - tokens_before) as usize,
             generate_time: clock.elapsed(),
             env_steps: harness.env_steps,
             env_time: clock.elapsed(),
+            journal,
         };
         let metrics = trainer.learn_from(episodes, played, &stats, rollout_s)?;
         self.server.set_model(trainer.inference_model());

@@ -48,14 +48,18 @@ pub struct Side {
     pub integration: String,
     /// Model calls made by the agent.
     pub model_calls: usize,
-    /// Model calls whose tokens reached training exactly as sampled.
+    /// Model calls whose tokens reached the update exactly as sampled: each trained turn
+    /// checked against the sampler's own journal (the rollout engine's in the env approach,
+    /// the policy server's in the proxy approach), each journal entry matched once.
     pub calls_captured_exactly: usize,
     /// Tokens the policy generated.
     pub generated_tokens: u64,
-    /// Generated tokens that reached training exactly as sampled.
+    /// Generated tokens that reached the update exactly as sampled (as above).
     pub tokens_captured_exactly: u64,
     /// Breaks between a call and the context the next call was given (sub-agent switches,
-    /// compression, re-tokenisation).
+    /// compression, re-tokenisation), found in the proxy's traces. In the env approach an
+    /// episode is one token sequence that each turn extends, so there is none to find; the
+    /// same holds for sub-agent calls and compressions, which the rewritten harness dropped.
     pub drift: usize,
     /// Of which by history compression.
     pub drift_compressed: usize,
@@ -236,9 +240,12 @@ fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
         integration_lines: crate::approach::integration_lines(env).unwrap_or(0),
         integration: "the harness rewritten as an Env (its env.rs)".into(),
         model_calls: calls,
-        calls_captured_exactly: calls,
+        calls_captured_exactly: history.iter().map(|m| m.calls_trained_exactly).sum(),
         generated_tokens: tokens.round() as u64,
-        tokens_captured_exactly: tokens.round() as u64,
+        tokens_captured_exactly: history
+            .iter()
+            .map(|m| m.tokens_trained_exactly as u64)
+            .sum(),
         episodes_per_s: history.iter().map(|m| m.episodes as f64).sum::<f64>()
             / rollout_s.max(1e-9),
         env_steps_per_s: Some(
@@ -266,9 +273,15 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         integration_lines: 0,
         integration: "none in the harness: its base URL (configuration) points at the proxy".into(),
         model_calls: harness.model_calls,
-        calls_captured_exactly: traces.calls_exact,
+        calls_captured_exactly: history
+            .iter()
+            .map(|it| it.metrics.calls_trained_exactly)
+            .sum(),
         generated_tokens: harness.completion_tokens,
-        tokens_captured_exactly: traces.completion_tokens as u64,
+        tokens_captured_exactly: history
+            .iter()
+            .map(|it| it.metrics.tokens_trained_exactly as u64)
+            .sum(),
         drift: traces.drift.total(),
         drift_compressed: traces.drift.compressed,
         drift_retokenised: traces.drift.retokenised,

@@ -807,6 +807,18 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     let calls = proxy["model_calls"].as_u64().unwrap();
     assert!(calls >= 8, "{report}");
     assert_eq!(proxy["calls_captured_exactly"], calls, "{report}");
+    assert_eq!(
+        proxy["tokens_captured_exactly"], proxy["generated_tokens"],
+        "{report}"
+    );
+    // The env approach's figures are measured the same way (its rollout engine's journal).
+    let env_calls = env["model_calls"].as_u64().unwrap();
+    assert!(env_calls > 0, "{report}");
+    assert_eq!(env["calls_captured_exactly"], env_calls, "{report}");
+    assert_eq!(
+        env["tokens_captured_exactly"], env["generated_tokens"],
+        "{report}"
+    );
     assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
     assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
     // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero

@@ -196,7 +196,20 @@ impl PolicyServer {
 
     /// Every completion served so far, when the journal is on.
     pub fn journal(&self) -> Vec<Served> {
-        self.state.journal.lock().expect("journal lock").clone()
+        self.lock_journal().clone()
+    }
+
+    /// Every completion served since the last call (the journal is emptied), when the
+    /// journal is on.
+    pub fn take_journal(&self) -> Vec<Served> {
+        std::mem::take(&mut *self.lock_journal())
+    }
+
+    fn lock_journal(&self) -> std::sync::MutexGuard<'_, Vec<Served>> {
+        self.state
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Tokens generated so far.
@@ -439,7 +452,11 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
         .generated
         .fetch_add(sampled.tokens.len() as u64, Ordering::Relaxed);
     if state.config.journal {
-        state.journal.lock().expect("journal lock").push(Served {
+        let mut journal = state
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        journal.push(Served {
             prompt: prompt.clone(),
             completion: sampled.tokens.clone(),
         });

@@ -22,6 +22,7 @@ pub mod batch;
 mod config;
 mod error;
 mod eval;
+mod journal;
 mod learner;
 pub mod metrics;
 pub mod objective;
@@ -37,6 +38,7 @@ pub use config::{
 };
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
+pub use journal::{Captured, SampleJournal};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
 pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};

@@ -61,6 +61,16 @@ pub struct IterMetrics {
     pub update_s: f64,
     /// Seconds since the run started (across resumes).
     pub elapsed_s: f64,
+    /// Turns (model calls) the sampler journaled this iteration.
+    #[serde(default)]
+    pub calls_sampled: usize,
+    /// Of them, turns whose tokens reached the update exactly as sampled (checked against
+    /// the journal: [`SampleJournal::captured`](crate::SampleJournal::captured)).
+    #[serde(default)]
+    pub calls_trained_exactly: usize,
+    /// Their tokens.
+    #[serde(default)]
+    pub tokens_trained_exactly: usize,
     /// Under a composed reward (`--reward`), each term's mean per episode (summed over the
     /// episode's steps); absent otherwise.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -35,7 +35,7 @@ pub struct RolloutSettings {
 }
 
 /// Timing and volume of one [`RolloutEngine::run`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RolloutStats {
     /// Tokens generated.
     pub generated_tokens: usize,
@@ -45,6 +45,8 @@ pub struct RolloutStats {
     pub env_steps: usize,
     /// Time spent in env steps and resets.
     pub env_time: Duration,
+    /// Every turn as the sampler produced it (what reaches training is checked against it).
+    pub journal: crate::SampleJournal,
 }
 
 /// The grammar of an episode whose reset observation carries `info`: `default`, or the spec
@@ -260,6 +262,7 @@ impl RolloutEngine {
             let mut stepped = Vec::new();
             for (&i, s) in live.iter().zip(sampled) {
                 stats.generated_tokens += s.tokens.len();
+                stats.journal.record(&s.tokens);
                 let ep = &mut episodes[i];
                 let prefix = template.generation_prefix();
                 ep.push_context(Rendered {

@@ -345,6 +345,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             stats.generate_time += s.generate_time;
             stats.env_steps += s.env_steps;
             stats.env_time += s.env_time;
+            stats.journal.extend(&s.journal);
             played.extend(eps.iter().cloned());
             let (good, _) = usable(eps, c.rollout.on_env_error);
             if c.algo == Algo::Dapo {
@@ -467,6 +468,10 @@ impl<B: AutodiffBackend> Trainer<B> {
             ..IterMetrics::default()
         };
         episode_figures(&mut m, &played);
+        let captured = stats.journal.captured(&kept);
+        m.calls_sampled = stats.journal.len();
+        m.calls_trained_exactly = captured.calls;
+        m.tokens_trained_exactly = captured.tokens;
         m.elapsed_s = self.elapsed_before + self.started.elapsed().as_secs_f64();
         self.iter = iter;
         self.log.append(&m)?;

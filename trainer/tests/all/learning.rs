@@ -89,6 +89,13 @@ fn grpo_learns_to_read_the_instruction() {
     let mut t = Trainer::<CpuTrain>::new(&out, start, device).unwrap();
     let mut ms = Vec::new();
     t.run(|m| ms.push(m.clone())).unwrap();
+    // Every sampled turn reached the update exactly as sampled (checked against the
+    // rollout engine's journal, not assumed).
+    for m in &ms {
+        assert!(m.calls_sampled > 0, "{m:?}");
+        assert_eq!(m.calls_trained_exactly, m.calls_sampled, "{m:?}");
+        assert!(m.tokens_trained_exactly >= m.calls_sampled, "{m:?}");
+    }
     let start = mean(&ms[..2]);
     // The best four consecutive iterations: two runs of this test on one machine already
     // differ from the fourth iteration on (measured; the cause is not pinned down), and runs
@@ -338,4 +345,45 @@ fn a_damaged_optimizer_state_is_an_error_on_resume() {
         assert!(err.contains("optimizer"), "{what}: {err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Episodes learnt from that the sampler never produced (or produced otherwise) are not
+/// counted as captured: only journal entries matched one for one are.
+#[test]
+fn only_journaled_turns_count_as_trained_exactly() {
+    use sandgym_trainer::{Episode, RolloutStats, SampleJournal, Turn};
+    let out = tmp("journal");
+    let mut t = trainer(&out, config(Algo::Grpo, 3), initial());
+    let episode = |tokens: Vec<u32>, group| Episode {
+        group,
+        loss_mask: (0..tokens.len()).map(|i| i >= 2).collect(),
+        logprobs: vec![-0.5; tokens.len()],
+        allowed: vec![None; tokens.len()],
+        turns: vec![Turn {
+            start: 2,
+            end: tokens.len(),
+            reward: 1.0,
+        }],
+        tokens,
+        done: sandgym_env_api::Done::Terminated,
+        ..Episode::default()
+    };
+    let eps = vec![episode(vec![1, 2, 3, 4], 0), episode(vec![1, 2, 3, 5], 0)];
+    let mut journal = SampleJournal::default();
+    journal.record(&[3, 4]);
+    journal.record(&[3, 9]);
+    let stats = RolloutStats {
+        journal,
+        ..RolloutStats::default()
+    };
+    let m = t.learn_from(eps.clone(), eps, &stats, 0.1).unwrap();
+    assert_eq!(
+        (
+            m.calls_sampled,
+            m.calls_trained_exactly,
+            m.tokens_trained_exactly
+        ),
+        (2, 1, 2)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
 }
