@@ -46,6 +46,9 @@ pub struct RunMeta {
     /// The reward composed around the env's own (`--reward`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<crate::env_api::RewardSpec>,
+    /// The servers the env was played on (`--env-hosts`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_hosts: Vec<String>,
 }
 
 impl RunMeta {
@@ -60,6 +63,7 @@ impl RunMeta {
             device: DeviceKind::Cpu,
             source: EpisodeSource::Env,
             reward: target.reward.clone(),
+            env_hosts: target.hosts.clone(),
         }
     }
 
@@ -72,6 +76,7 @@ impl RunMeta {
     pub fn target(&self) -> EnvTarget {
         let mut target = EnvTarget::with_config(&self.env, self.env_config.clone());
         target.reward = self.reward.clone();
+        target.hosts = self.env_hosts.clone();
         target
     }
 

@@ -34,8 +34,15 @@ pub struct EnvTarget {
     /// the target is wrapped in [`Reward`](env_api::Reward).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<env_api::RewardSpec>,
+    /// Servers of the env (`--env-hosts`, OpenEnv's protocol): the envs made from the target
+    /// are sessions on them in turn, so a batch spreads over them. Empty: `env` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     #[serde(skip)]
     spec: OnceLock<EnvSpec>,
+    /// Which host the next env is made on.
+    #[serde(skip)]
+    next_host: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl EnvTarget {
@@ -63,6 +70,42 @@ impl EnvTarget {
             spec.check()?;
         }
         self.reward = reward;
+        self.spec = OnceLock::new();
+        Ok(self)
+    }
+
+    /// The same target served by `hosts` (URLs of OpenEnv servers, e.g. `sandgym
+    /// serve-env` on other machines): envs are made on them in turn. `env` is then the id
+    /// they serve (each is checked to serve it when its first session opens) or one of the
+    /// URLs, which joins the rotation first.
+    pub fn with_hosts(mut self, hosts: Vec<String>) -> env_api::Result<Self> {
+        if hosts.is_empty() {
+            return Ok(self);
+        }
+        let invalid = |reason: String| EnvError::InvalidConfig { reason };
+        if let Some(bad) = hosts.iter().find(|h| !crate::openenv::is_remote(h)) {
+            return Err(invalid(format!(
+                "--env-hosts: {bad} is not a served env's URL (ws://HOST:PORT or http://HOST:PORT)"
+            )));
+        }
+        if !self.config.is_empty() {
+            return Err(invalid(
+                "--env-hosts: served envs are configured where they are served, not with --env-config"
+                    .into(),
+            ));
+        }
+        if self.is_file() {
+            return Err(invalid(format!(
+                "--env-hosts: {} is a guest file; give the id the hosts serve",
+                self.env
+            )));
+        }
+        let mut all = Vec::new();
+        if crate::openenv::is_remote(&self.env) {
+            all.push(self.env.clone());
+        }
+        all.extend(hosts);
+        self.hosts = all;
         self.spec = OnceLock::new();
         Ok(self)
     }
@@ -103,7 +146,21 @@ impl EnvTarget {
     /// One env, natively or sandboxed (a guest file runs only sandboxed), with the target's
     /// reward if it has one.
     pub fn make(&self, backend: Backend) -> env_api::Result<BoxEnv> {
-        let env = make_env(&self.env, backend, &self.config)?;
+        let env = match self.hosts.as_slice() {
+            [] => make_env(&self.env, backend, &self.config)?,
+            hosts => {
+                use std::sync::atomic::Ordering;
+                let host = &hosts[self.next_host.fetch_add(1, Ordering::Relaxed) % hosts.len()];
+                let env = make_env(host, backend, &self.config)?;
+                let served = env.spec().id.to_string();
+                if !crate::openenv::is_remote(&self.env) && served != self.env {
+                    return Err(EnvError::InvalidConfig {
+                        reason: format!("--env-hosts: {host} serves {served}, not {}", self.env),
+                    });
+                }
+                env
+            }
+        };
         match &self.reward {
             None => Ok(env),
             Some(spec) => Ok(Box::new(env_api::Reward::with_loader(
@@ -151,7 +208,7 @@ impl EnvTarget {
     /// A short label for run directories: the id, a guest file's stem, or a remote env's id
     /// as its server gives it.
     pub fn label(&self) -> String {
-        if crate::openenv::is_remote(&self.env) {
+        if crate::openenv::is_remote(&self.env) || !self.hosts.is_empty() {
             return self.id().unwrap_or_else(|_| "remote".into());
         }
         if self.is_file() {
@@ -177,12 +234,17 @@ pub struct EnvArgs {
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
     #[arg(long)]
     pub env_config: Option<String>,
+    /// Servers of the env (`URL,URL,…`, OpenEnv's protocol, e.g. `sandgym serve-env` on other
+    /// machines): a batch of envs is spread over them, one session each in turn; `--env` is
+    /// then the id they serve. A host that fails ends only its own sessions' episodes.
+    #[arg(long, value_delimiter = ',')]
+    pub env_hosts: Vec<String>,
 }
 
 impl EnvArgs {
     /// The target they name.
     pub fn target(&self) -> env_api::Result<EnvTarget> {
-        EnvTarget::parse(&self.env, self.env_config.as_deref())
+        EnvTarget::parse(&self.env, self.env_config.as_deref())?.with_hosts(self.env_hosts.clone())
     }
 }
 

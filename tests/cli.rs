@@ -1172,6 +1172,116 @@ fn run_and_train_on_an_env_served_by_another_process() {
     assert_eq!(first["env_errors"], 0, "{first}");
 }
 
+/// `--env-hosts`: a batch spreads over several `serve-env` processes, one session each in
+/// turn; when one host dies mid-run its sessions' episodes end as env errors and training goes
+/// on with the other host's.
+#[test]
+fn train_spreads_over_env_hosts_and_survives_one_dying() {
+    let (_a, a) = spawn(&["serve-env", "--env", "guess-number-v0", "--port", "0"]);
+    let (mut b_server, b) = spawn(&["serve-env", "--env", "guess-number-v0", "--port", "0"]);
+    let hosts = format!("{a},{b}");
+    // Played over both hosts, the episodes are those of the env played locally.
+    let play = |extra: &[&str]| {
+        let mut args = vec!["run", "--agent", "baseline", "--episodes", "6", "--json"];
+        args.extend(extra);
+        let out = sandgym(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let spread = play(&["--env", "guess-number-v0", "--env-hosts", &hosts]);
+    let local = play(&["--env", "guess-number-v0"]);
+    assert_eq!(
+        spread["mean_steps"], local["mean_steps"],
+        "{spread} vs {local}"
+    );
+    // A host serving another env is refused by name.
+    let wrong = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--env-hosts",
+        &a,
+        "--episodes",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && stderr.contains("serves guess-number-v0"),
+        "{stderr}"
+    );
+
+    let out = tmp("env-hosts");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 3}}"#,
+    )
+    .unwrap();
+    let train = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args([
+            "train",
+            "--env",
+            "guess-number-v0",
+            "--env-hosts",
+            &hosts,
+            "--model",
+            "tiny",
+            "--algo",
+            "grpo",
+            "--iters",
+            "5",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--eval-episodes",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill host b once the first iteration is logged.
+    let metrics = out.join("metrics.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&metrics).map_or(0, |m| m.lines().count()) < 1 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(300),
+            "no iteration logged"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = b_server.0.kill();
+    let _ = b_server.0.wait();
+    let done = train.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&metrics)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["env_errors"], 0, "{:?}", lines[0]);
+    // Half the sessions were on b: from the kill on, every iteration loses exactly those.
+    let last = &lines[4];
+    assert_eq!(last["episodes"], 8, "{last}");
+    assert_eq!(last["env_errors"], 4, "{last}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["run"]["env_hosts"].as_array().unwrap().len(),
+        2,
+        "{saved}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
 /// The Kubernetes manifests for env hosts are valid against Kubernetes' own schemas.
 #[test]
 fn deployment_manifests_validate() {

@@ -37,6 +37,7 @@
 
 pub mod client;
 mod error;
+pub mod load;
 pub mod protocol;
 pub mod schema;
 mod server;

@@ -26,6 +26,12 @@ pub struct Args {
     /// "databases": {"music": "@music.sql"}}` for the SQL env over your own database).
     #[arg(long, conflicts_with = "resume")]
     env_config: Option<String>,
+    /// Servers of the env (`URL,URL,…`, OpenEnv's protocol, e.g. `sandgym serve-env` on other
+    /// machines): each iteration's batch is spread over them; `--env` is then the id they
+    /// serve. A host that fails ends only its own sessions' episodes (env errors) and
+    /// training goes on. Recorded in the run.
+    #[arg(long, value_delimiter = ',', conflicts_with = "resume")]
+    env_hosts: Vec<String>,
     /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
     #[arg(long, long_help = sandgym::target::REWARD_HELP, conflicts_with = "resume")]
     reward: Option<String>,
@@ -141,6 +147,7 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
     } else {
         let env = args.env.clone().expect("clap requires --env");
         let target = EnvTarget::parse(&env, args.env_config.as_deref())?
+            .with_hosts(args.env_hosts.clone())?
             .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;

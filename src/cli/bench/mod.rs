@@ -1,5 +1,6 @@
 //! `sandgym bench`: whole-pipeline figures, each against a baseline measured in the same run.
 
+mod env_server;
 mod proxy;
 
 use std::process::ExitCode;
@@ -23,6 +24,10 @@ pub enum What {
     /// The recording proxy: added latency p50/p99 at ~1,000 requests/s against a fast
     /// upstream on loopback, and that no answered call is missing from the store.
     Proxy,
+    /// An env server (OpenEnv's protocol) on loopback: sessions held, requests/s and
+    /// round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent at growing
+    /// numbers of concurrent sessions.
+    EnvServer,
 }
 
 /// Options of `sandgym bench`.
@@ -39,6 +44,9 @@ pub struct Args {
     /// Where `bench policy` runs: cpu, or cuda (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: sandgym::policy::DeviceKind,
+    /// `bench env-server`: leave out cases with more concurrent sessions than this.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
     /// Requests per second `bench proxy` sends.
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
@@ -58,6 +66,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
+        What::EnvServer => env_server::run(
+            Duration::from_secs_f64(args.seconds.max(0.1)),
+            args.max_sessions,
+        )?,
         What::Policy => {
             struct Policy<'a>(&'a Args);
             impl sandgym::policy::OnDevice for Policy<'_> {

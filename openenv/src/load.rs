@@ -1,0 +1,269 @@
+//! A load generator for env servers: many concurrent WebSocket sessions (or HTTP clients)
+//! playing episodes against a server, with the round-trip latency of every request. What
+//! `sandgym bench env-server` measures.
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::ServeError;
+
+/// How to load a server.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// The server's base URL (`http://host:port`).
+    pub url: String,
+    /// Concurrent sessions (WebSocket) or clients (HTTP).
+    pub sessions: usize,
+    /// How long to keep playing once every session is open.
+    pub duration: Duration,
+    /// The step action every session sends (an Agent Template action).
+    pub action: Value,
+    /// Steps per episode at most before a new reset.
+    pub steps_per_episode: usize,
+}
+
+/// What a load run measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LoadReport {
+    /// Sessions asked for.
+    pub sessions: usize,
+    /// Sessions that opened and were served to the end.
+    pub sessions_held: usize,
+    /// Sessions the server refused or lost (the first error of each, counted by message).
+    pub session_errors: Vec<(String, usize)>,
+    /// Requests answered (resets and steps).
+    pub requests: usize,
+    /// Steps answered.
+    pub steps: usize,
+    /// Episodes started.
+    pub episodes: usize,
+    /// Requests answered per second over the measured time.
+    pub requests_per_s: f64,
+    /// Median round trip of a request, ms.
+    pub p50_ms: f64,
+    /// 99th percentile of it, ms.
+    pub p99_ms: f64,
+    /// Time to open every session, s.
+    pub connect_s: f64,
+    /// The measured time, s.
+    pub wall_s: f64,
+}
+
+/// One session's tally.
+#[derive(Default)]
+struct Tally {
+    latencies_us: Vec<u32>,
+    steps: usize,
+    episodes: usize,
+    error: Option<String>,
+}
+
+fn percentile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64) -> LoadReport {
+    let mut latencies: Vec<u32> = Vec::new();
+    let mut errors: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut held = 0;
+    let (mut steps, mut episodes) = (0, 0);
+    for t in tallies {
+        latencies.extend(&t.latencies_us);
+        steps += t.steps;
+        episodes += t.episodes;
+        match t.error {
+            Some(e) => *errors.entry(e).or_default() += 1,
+            None => held += 1,
+        }
+    }
+    latencies.sort_unstable();
+    LoadReport {
+        sessions: config.sessions,
+        sessions_held: held,
+        session_errors: errors.into_iter().collect(),
+        requests: latencies.len(),
+        steps,
+        episodes,
+        requests_per_s: latencies.len() as f64 / wall_s.max(1e-9),
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+        connect_s,
+        wall_s,
+    }
+}
+
+fn since_us(start: Instant) -> u32 {
+    start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32
+}
+
+/// The error frame's message, or why the answer is not an observation.
+fn check_answer(text: &str) -> Result<bool, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    match v["type"].as_str() {
+        Some("observation") => Ok(v["data"]["done"].as_bool().unwrap_or(false)),
+        Some("error") => Err(format!(
+            "{}: {}",
+            v["data"]["code"].as_str().unwrap_or("?"),
+            v["data"]["message"].as_str().unwrap_or("?")
+        )),
+        other => Err(format!("unexpected frame type {other:?}")),
+    }
+}
+
+/// Runs `config.sessions` WebSocket sessions at once: every session connects (all before the
+/// clock starts), then resets and steps as fast as answers come, for `config.duration`.
+pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let ws = format!("{}/ws", config.url.replacen("http://", "ws://", 1));
+    runtime.block_on(async {
+        let connect = Instant::now();
+        let opened = futures_util::future::join_all(
+            (0..config.sessions).map(|_| tokio_tungstenite::connect_async(ws.clone())),
+        )
+        .await;
+        let connect_s = connect.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::now() + config.duration;
+        let tasks = opened.into_iter().enumerate().map(|(i, socket)| {
+            let config = config.clone();
+            async move {
+                let mut tally = Tally::default();
+                let mut socket = match socket {
+                    Ok((socket, _)) => socket,
+                    Err(e) => {
+                        tally.error = Some(format!("connect: {e}"));
+                        return tally;
+                    }
+                };
+                let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
+                let step = json!({"type": "step", "data": config.action}).to_string();
+                'episodes: while tokio::time::Instant::now() < deadline {
+                    tally.episodes += 1;
+                    for n in 0..=config.steps_per_episode {
+                        let frame = if n == 0 { &reset } else { &step };
+                        let sent = Instant::now();
+                        if let Err(e) = socket.send(Message::text(frame.clone())).await {
+                            tally.error = Some(format!("send: {e}"));
+                            return tally;
+                        }
+                        let answer = loop {
+                            match socket.next().await {
+                                Some(Ok(Message::Text(t))) => break t.to_string(),
+                                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                                Some(Ok(other)) => {
+                                    tally.error = Some(format!("unexpected message {other:?}"));
+                                    return tally;
+                                }
+                                Some(Err(e)) => {
+                                    tally.error = Some(format!("receive: {e}"));
+                                    return tally;
+                                }
+                                None => {
+                                    tally.error = Some("the server closed the session".into());
+                                    return tally;
+                                }
+                            }
+                        };
+                        tally.latencies_us.push(since_us(sent));
+                        match check_answer(&answer) {
+                            Ok(done) => {
+                                tally.steps += usize::from(n > 0);
+                                if done || tokio::time::Instant::now() >= deadline {
+                                    continue 'episodes;
+                                }
+                            }
+                            Err(e) => {
+                                tally.error = Some(e);
+                                return tally;
+                            }
+                        }
+                    }
+                }
+                let _ = socket.close(None).await;
+                tally
+            }
+        });
+        let tallies = futures_util::future::join_all(tasks).await;
+        let wall_s = start.elapsed().as_secs_f64();
+        Ok(report(config, tallies, connect_s, wall_s))
+    })
+}
+
+/// Runs `config.sessions` HTTP clients at once, each alternating `POST /reset` and `POST
+/// /step` (OpenEnv's HTTP endpoints are stateless: each request gets a fresh env) for
+/// `config.duration`.
+pub fn run_http(config: &LoadConfig) -> Result<LoadReport, ServeError> {
+    let deadline = Instant::now() + config.duration;
+    let start = Instant::now();
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.sessions)
+            .map(|i| {
+                scope.spawn(move || {
+                    let agent: ureq::Agent = ureq::Agent::config_builder()
+                        .timeout_global(Some(Duration::from_secs(60)))
+                        .http_status_as_error(false)
+                        .build()
+                        .into();
+                    let mut tally = Tally::default();
+                    let reset = json!({"seed": i});
+                    let step = json!({"action": config.action});
+                    while Instant::now() < deadline {
+                        tally.episodes += 1;
+                        for (path, body) in [("reset", &reset), ("step", &step)] {
+                            let sent = Instant::now();
+                            let answer = agent
+                                .post(format!("{}/{path}", config.url))
+                                .header("content-type", "application/json")
+                                .send(body.to_string())
+                                .map_err(|e| e.to_string())
+                                .and_then(|mut r| {
+                                    let status = r.status().as_u16();
+                                    let text =
+                                        r.body_mut().read_to_string().map_err(|e| e.to_string())?;
+                                    if status == 200 {
+                                        Ok(text)
+                                    } else {
+                                        Err(format!("HTTP {status}: {text}"))
+                                    }
+                                });
+                            match answer {
+                                Ok(_) => {
+                                    tally.latencies_us.push(since_us(sent));
+                                    tally.steps += usize::from(path == "step");
+                                }
+                                Err(e) => {
+                                    tally.error = Some(e);
+                                    return tally;
+                                }
+                            }
+                        }
+                    }
+                    tally
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Tally {
+                    error: Some("the client thread panicked".into()),
+                    ..Tally::default()
+                })
+            })
+            .collect()
+    });
+    let wall_s = start.elapsed().as_secs_f64();
+    Ok(report(config, tallies, 0.0, wall_s))
+}

@@ -1,0 +1,102 @@
+//! `sandgym bench env-server`: an env server under load on loopback — sessions held,
+//! requests/s and round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent
+//! at growing numbers of concurrent sessions, each session a sandboxed env instance.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use sandgym::openenv::load::{LoadConfig, LoadReport, run_http, run_ws};
+use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
+use sandgym::sandbox::{Sandbox, SandboxConfig};
+
+/// The cases: env, its step action, steps per episode, WebSocket sessions, HTTP clients.
+const CASES: &[(&str, &str, usize, &[usize], &[usize])] = &[
+    (
+        "guess-number-v0",
+        r#"{"action": {"tool_name": "guess", "parameters": {"number": 50}}}"#,
+        4,
+        &[1, 64, 1024],
+        &[1, 16],
+    ),
+    (
+        "sql-agent-v0",
+        r#"{"action": {"tool_name": "run_sql", "parameters": {"query": "SELECT COUNT(*) FROM orders"}}}"#,
+        3,
+        &[1, 16, 64],
+        &[1],
+    ),
+];
+
+/// Runs every case for `budget` each; `sessions_cap` drops the larger ones (for a quick run).
+pub fn run(budget: Duration, sessions_cap: usize) -> anyhow::Result<Map<String, Value>> {
+    let most = CASES
+        .iter()
+        .flat_map(|c| c.3.iter().chain(c.4))
+        .copied()
+        .filter(|&n| n <= sessions_cap)
+        .max()
+        .unwrap_or(1);
+    // A sandbox of its own, sized for the most sessions at once (each is an instance).
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_instances: (most + 16) as u32,
+        ..SandboxConfig::default()
+    })?;
+    let mut out = Map::new();
+    for &(env, action, steps, ws_sessions, http_clients) in CASES {
+        let guest = sandgym::bundled_guest(env)
+            .ok_or_else(|| anyhow::anyhow!("{env} has no WebAssembly build"))?;
+        let guest = sandbox.load(guest.wasm)?;
+        let factory: EnvFactory = Arc::new(move || {
+            Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv)
+        });
+        let server = EnvServer::start(
+            factory,
+            ServeConfig {
+                listen: "127.0.0.1:0".into(),
+                max_sessions: most + 16,
+                idle_timeout: Duration::from_secs(600),
+                max_message_bytes: 1 << 20,
+                first_seed: 0,
+            },
+        )?;
+        let action: Value = serde_json::from_str(action)?;
+        let config = |sessions| LoadConfig {
+            url: server.url(),
+            sessions,
+            duration: budget,
+            action: action["action"].clone(),
+            steps_per_episode: steps,
+        };
+        let mut figures = Map::new();
+        for &n in ws_sessions.iter().filter(|&&n| n <= sessions_cap) {
+            figures.insert(format!("ws_{n}"), figure(&run_ws(&config(n))?));
+        }
+        for &n in http_clients.iter().filter(|&&n| n <= sessions_cap) {
+            figures.insert(format!("http_{n}"), figure(&run_http(&config(n))?));
+        }
+        out.insert(env.into(), Value::Object(figures));
+    }
+    Ok(out)
+}
+
+fn figure(r: &LoadReport) -> Value {
+    let round = |x: f64, places: i32| {
+        let k = 10f64.powi(places);
+        (x * k).round() / k
+    };
+    let mut v = json!({
+        "sessions": r.sessions,
+        "sessions_held": r.sessions_held,
+        "requests_per_s": round(r.requests_per_s, 0),
+        "steps": r.steps,
+        "p50_ms": round(r.p50_ms, 3),
+        "p99_ms": round(r.p99_ms, 3),
+        "connect_s": round(r.connect_s, 3),
+    });
+    if !r.session_errors.is_empty() {
+        v["session_errors"] = json!(r.session_errors);
+    }
+    v
+}
