@@ -1172,6 +1172,80 @@ fn run_and_train_on_an_env_served_by_another_process() {
     assert_eq!(first["env_errors"], 0, "{first}");
 }
 
+/// `bench env-server` holds every session it opens, over WebSocket and HTTP, and measures
+/// their round trips.
+#[test]
+fn bench_env_server_holds_its_sessions_and_measures_them() {
+    let out = sandgym(&[
+        "bench",
+        "env-server",
+        "--seconds",
+        "0.2",
+        "--max-sessions",
+        "16",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (env, cases) in [
+        ("guess-number-v0", &["ws_1", "http_1", "http_16"][..]),
+        ("sql-agent-v0", &["ws_1", "ws_16", "http_1"][..]),
+    ] {
+        for case in cases {
+            let f = &v[env][case];
+            assert_eq!(f["sessions_held"], f["sessions"], "{env} {case}: {f}");
+            assert!(f["steps"].as_u64().unwrap() > 0, "{env} {case}: {f}");
+            let (p50, p99) = (f["p50_ms"].as_f64().unwrap(), f["p99_ms"].as_f64().unwrap());
+            assert!(p50 > 0.0 && p99 >= p50, "{env} {case}: {f}");
+        }
+    }
+    assert!(
+        v["guess-number-v0"]["ws_64"].is_null(),
+        "--max-sessions leaves it out: {v}"
+    );
+}
+
+/// `serve-env` holds as many sandboxed sessions as `--max-sessions` allows (the shared
+/// sandbox's instance pool is sized for them; it used to stop at 256), and refuses one more
+/// with `CAPACITY_REACHED`.
+#[test]
+fn serve_env_holds_its_max_sessions() {
+    use sandgym::openenv::load::{LoadConfig, run_ws};
+    let (_server, url) = spawn(&[
+        "serve-env",
+        "--env",
+        "guess-number-v0",
+        "--port",
+        "0",
+        "--max-sessions",
+        "300",
+    ]);
+    let config = |sessions| LoadConfig {
+        url: url.clone(),
+        sessions,
+        duration: std::time::Duration::from_millis(300),
+        action: serde_json::json!({"tool_name": "guess", "parameters": {"number": 50}}),
+        steps_per_episode: 2,
+        interval: None,
+    };
+    let held = run_ws(&config(300)).unwrap();
+    assert_eq!(held.sessions_held, 300, "{held:?}");
+    // Each session waits for the answer to its reset before the time is up: all were served.
+    assert!(held.requests >= 300, "{held:?}");
+    let over = run_ws(&config(301)).unwrap();
+    assert_eq!(over.sessions_held, 300, "{over:?}");
+    assert!(
+        over.session_errors
+            .iter()
+            .any(|(e, n)| e.contains("CAPACITY_REACHED") && *n == 1),
+        "{over:?}"
+    );
+}
+
 /// `--env-hosts`: a batch spreads over several `serve-env` processes, one session each in
 /// turn; when one host dies mid-run its sessions' episodes end as env errors and training goes
 /// on with the other host's.

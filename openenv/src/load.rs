@@ -24,6 +24,11 @@ pub struct LoadConfig {
     pub action: Value,
     /// Steps per episode at most before a new reset.
     pub steps_per_episode: usize,
+    /// Pacing: each session sends a request at most this often (open loop, start times
+    /// staggered across sessions), so the server sees `sessions / interval` requests per
+    /// second; `None` sends the next one as soon as the answer comes (closed loop: the
+    /// latency is then mostly queueing).
+    pub interval: Option<Duration>,
 }
 
 /// What a load run measured.
@@ -149,10 +154,20 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                 };
                 let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
                 let step = json!({"type": "step", "data": config.action}).to_string();
+                let mut next = config.interval.map(|iv| {
+                    tokio::time::Instant::now() + iv.mul_f64(i as f64 / config.sessions as f64)
+                });
                 'episodes: while tokio::time::Instant::now() < deadline {
                     tally.episodes += 1;
                     for n in 0..=config.steps_per_episode {
                         let frame = if n == 0 { &reset } else { &step };
+                        if let (Some(at), Some(iv)) = (next.as_mut(), config.interval) {
+                            tokio::time::sleep_until(*at).await;
+                            *at += iv;
+                            if tokio::time::Instant::now() >= deadline {
+                                break 'episodes;
+                            }
+                        }
                         let sent = Instant::now();
                         if let Err(e) = socket.send(Message::text(frame.clone())).await {
                             tally.error = Some(format!("send: {e}"));

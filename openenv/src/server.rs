@@ -55,7 +55,8 @@ impl Default for ServeConfig {
 }
 
 impl ServeConfig {
-    fn validate(&self) -> Result<(), ServeError> {
+    /// Checks the limits are in range (as [`EnvServer::start`] does).
+    pub fn validate(&self) -> Result<(), ServeError> {
         let bad = |m: String| Err(ServeError::Config(m));
         if self.max_sessions == 0 || self.max_sessions > 1 << 20 {
             return bad(format!(

@@ -35,26 +35,30 @@ pub struct Args {
 
 /// Runs the subcommand until the process is stopped.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
+        anyhow::bail!("--idle-timeout must be a positive number of seconds");
+    }
+    let serve = ServeConfig {
+        listen: format!("{}:{}", args.host, args.port),
+        max_sessions: args.max_sessions,
+        idle_timeout: Duration::from_secs_f64(args.idle_timeout.min(7.0 * 86_400.0)),
+        max_message_bytes: args.max_message_bytes,
+        first_seed: 0,
+    };
+    serve.validate()?;
+    // Every session holds a sandbox instance: the shared sandbox's pool has room for all.
+    sandgym::sandbox::Sandbox::configure_shared(sandgym::sandbox::SandboxConfig {
+        max_instances: u32::try_from(args.max_sessions.saturating_add(16)).unwrap_or(u32::MAX),
+        ..Default::default()
+    })?;
     let target = args.env.target()?;
     let backend = if args.native {
         Backend::Native
     } else {
         Backend::Wasm
     };
-    if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
-        anyhow::bail!("--idle-timeout must be a positive number of seconds");
-    }
     let factory: EnvFactory = Arc::new(move || target.make(backend));
-    let server = EnvServer::start(
-        factory,
-        ServeConfig {
-            listen: format!("{}:{}", args.host, args.port),
-            max_sessions: args.max_sessions,
-            idle_timeout: Duration::from_secs_f64(args.idle_timeout.min(7.0 * 86_400.0)),
-            max_message_bytes: args.max_message_bytes,
-            first_seed: 0,
-        },
-    )?;
+    let server = EnvServer::start(factory, serve)?;
     println!("{}", server.url());
     std::io::stdout().flush()?;
     eprintln!(

@@ -15,6 +15,13 @@ use crate::clock::VirtualClock;
 use crate::host::HostState;
 use crate::{CpuLimit, Result, RewardGuest, SandboxConfig, SandboxError, WasmEnv, cache};
 
+/// The most pooled instances a sandbox may be configured with (the pool's slot counts are
+/// multiples of it).
+const MAX_INSTANCES: u32 = 1 << 20;
+
+/// The process-wide sandbox ([`Sandbox::shared`]).
+static SHARED: OnceLock<std::result::Result<Sandbox, String>> = OnceLock::new();
+
 /// How often the epoch advances when CPU is limited by deadline.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 
@@ -84,6 +91,14 @@ impl Sandbox {
                 wasm.consume_fuel(true);
             }
         }
+        if config.max_instances > MAX_INSTANCES {
+            return Err(SandboxError::InvalidConfig {
+                reason: format!(
+                    "max_instances {} is over {MAX_INSTANCES}",
+                    config.max_instances
+                ),
+            });
+        }
         if config.pooling {
             let n = config.max_instances.max(1);
             let mut pool = PoolingAllocationConfig::default();
@@ -127,11 +142,31 @@ impl Sandbox {
         })
     }
 
-    /// The process-wide sandbox with the default configuration.
+    /// The process-wide sandbox: the default configuration, unless
+    /// [`configure_shared`](Self::configure_shared) gave it another first.
     pub fn shared() -> Result<Self> {
-        static SHARED: OnceLock<std::result::Result<Sandbox, String>> = OnceLock::new();
         SHARED
             .get_or_init(|| Sandbox::new(SandboxConfig::default()).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| SandboxError::Load(wasmtime::Error::msg(e)))
+    }
+
+    /// Makes the process-wide sandbox with `config` (e.g. more pooled instances for a server
+    /// holding many sessions). Only before its first use: afterwards it is an error, since
+    /// guests already loaded live in the engine that exists.
+    pub fn configure_shared(config: SandboxConfig) -> Result<Self> {
+        let mut made = false;
+        let shared = SHARED.get_or_init(|| {
+            made = true;
+            Sandbox::new(config).map_err(|e| e.to_string())
+        });
+        if !made {
+            return Err(SandboxError::InvalidConfig {
+                reason: "the shared sandbox is already in use; configure it before any env is made"
+                    .into(),
+            });
+        }
+        shared
             .clone()
             .map_err(|e| SandboxError::Load(wasmtime::Error::msg(e)))
     }

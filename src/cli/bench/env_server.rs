@@ -30,7 +30,13 @@ const CASES: &[(&str, &str, usize, &[usize], &[usize])] = &[
 ];
 
 /// Runs every case for `budget` each; `sessions_cap` drops the larger ones (for a quick run).
-pub fn run(budget: Duration, sessions_cap: usize) -> anyhow::Result<Map<String, Value>> {
+/// Besides the closed-loop cases (each session sends its next request when the answer
+/// comes), the largest WebSocket case of each env runs open loop at `rate` requests/s in all
+/// (`ws_N_at_R`), the figure to set next to a published one at a given load.
+pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<Map<String, Value>> {
+    if !(rate.is_finite() && rate > 0.0) {
+        anyhow::bail!("--rate must be a positive number of requests per second");
+    }
     let most = CASES
         .iter()
         .flat_map(|c| c.3.iter().chain(c.4))
@@ -62,19 +68,32 @@ pub fn run(budget: Duration, sessions_cap: usize) -> anyhow::Result<Map<String, 
             },
         )?;
         let action: Value = serde_json::from_str(action)?;
-        let config = |sessions| LoadConfig {
+        let config = |sessions, interval| LoadConfig {
             url: server.url(),
             sessions,
             duration: budget,
             action: action["action"].clone(),
             steps_per_episode: steps,
+            interval,
         };
         let mut figures = Map::new();
-        for &n in ws_sessions.iter().filter(|&&n| n <= sessions_cap) {
-            figures.insert(format!("ws_{n}"), figure(&run_ws(&config(n))?));
+        let ws: Vec<usize> = ws_sessions
+            .iter()
+            .copied()
+            .filter(|&n| n <= sessions_cap)
+            .collect();
+        for &n in &ws {
+            figures.insert(format!("ws_{n}"), figure(&run_ws(&config(n, None))?));
+        }
+        if let Some(&n) = ws.last() {
+            let interval = Duration::from_secs_f64(n as f64 / rate);
+            figures.insert(
+                format!("ws_{n}_at_{rate}"),
+                figure(&run_ws(&config(n, Some(interval)))?),
+            );
         }
         for &n in http_clients.iter().filter(|&&n| n <= sessions_cap) {
-            figures.insert(format!("http_{n}"), figure(&run_http(&config(n))?));
+            figures.insert(format!("http_{n}"), figure(&run_http(&config(n, None))?));
         }
         out.insert(env.into(), Value::Object(figures));
     }

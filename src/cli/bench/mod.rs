@@ -47,7 +47,7 @@ pub struct Args {
     /// `bench env-server`: leave out cases with more concurrent sessions than this.
     #[arg(long, default_value_t = 1024)]
     max_sessions: usize,
-    /// Requests per second `bench proxy` sends.
+    /// Requests per second `bench proxy` sends (and `bench env-server`'s open-loop case).
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
     /// The model `bench policy` measures: `tiny` (the default), a known pretrained model, a
@@ -69,6 +69,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::EnvServer => env_server::run(
             Duration::from_secs_f64(args.seconds.max(0.1)),
             args.max_sessions,
+            args.rate,
         )?,
         What::Policy => {
             struct Policy<'a>(&'a Args);
