@@ -11,22 +11,34 @@ use sandgym::openenv::load::{LoadConfig, LoadReport, run_http, run_ws};
 use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
 use sandgym::sandbox::{Sandbox, SandboxConfig};
 
-/// The cases: env, its step action, steps per episode, WebSocket sessions, HTTP clients.
-const CASES: &[(&str, &str, usize, &[usize], &[usize])] = &[
-    (
-        "guess-number-v0",
-        r#"{"action": {"tool_name": "guess", "parameters": {"number": 50}}}"#,
-        4,
-        &[1, 64, 1024],
-        &[1, 16],
-    ),
-    (
-        "sql-agent-v0",
-        r#"{"action": {"tool_name": "run_sql", "parameters": {"query": "SELECT COUNT(*) FROM orders"}}}"#,
-        3,
-        &[1, 16, 64],
-        &[1],
-    ),
+/// One env's load cases.
+struct Case {
+    env: &'static str,
+    /// The step every session sends (an Agent Template action, JSON).
+    action: &'static str,
+    /// Steps per episode before the next reset.
+    steps: usize,
+    /// Concurrent WebSocket sessions, one case each.
+    ws_sessions: &'static [usize],
+    /// Concurrent HTTP clients, one case each.
+    http_clients: &'static [usize],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        env: "guess-number-v0",
+        action: r#"{"tool_name": "guess", "parameters": {"number": 50}}"#,
+        steps: 4,
+        ws_sessions: &[1, 64, 1024],
+        http_clients: &[1, 16],
+    },
+    Case {
+        env: "sql-agent-v0",
+        action: r#"{"tool_name": "run_sql", "parameters": {"query": "SELECT COUNT(*) FROM orders"}}"#,
+        steps: 3,
+        ws_sessions: &[1, 16, 64],
+        http_clients: &[1],
+    },
 ];
 
 /// Runs every case for `budget` each; `sessions_cap` drops the larger ones (for a quick run).
@@ -39,7 +51,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
     }
     let most = CASES
         .iter()
-        .flat_map(|c| c.3.iter().chain(c.4))
+        .flat_map(|c| c.ws_sessions.iter().chain(c.http_clients))
         .copied()
         .filter(|&n| n <= sessions_cap)
         .max()
@@ -50,7 +62,14 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
         ..SandboxConfig::default()
     })?;
     let mut out = Map::new();
-    for &(env, action, steps, ws_sessions, http_clients) in CASES {
+    for &Case {
+        env,
+        action,
+        steps,
+        ws_sessions,
+        http_clients,
+    } in CASES
+    {
         let guest = sandgym::bundled_guest(env)
             .ok_or_else(|| anyhow::anyhow!("{env} has no WebAssembly build"))?;
         let guest = sandbox.load(guest.wasm)?;
@@ -72,7 +91,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
             url: server.url(),
             sessions,
             duration: budget,
-            action: action["action"].clone(),
+            action: action.clone(),
             steps_per_episode: steps,
             interval,
         };
