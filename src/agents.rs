@@ -122,7 +122,10 @@ impl Agent for RandomAgent {
                 .unwrap_or_else(|_| self.spec.clone());
         }
         let tools = &self.episode.tools;
-        let pick = self.rng.below(tools.len() as u64 + 1) as usize;
+        // One pick past the tools is a final response, where the env takes one.
+        let choices =
+            tools.len() as u64 + u64::from(self.episode.accepts_response || tools.is_empty());
+        let pick = self.rng.below(choices) as usize;
         match tools.get(pick) {
             Some(tool) => Action::tool(tool.name.clone(), tool.parameters.example(&mut self.rng)),
             None => {

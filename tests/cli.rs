@@ -1353,6 +1353,99 @@ fn train_spreads_over_env_hosts_and_survives_one_dying() {
     std::fs::remove_file(&config).unwrap();
 }
 
+/// An env written with OpenEnv's own Python server (`tests/openenv/guess_env.py`, MCP tools,
+/// not sandgym's) is played and trained on through `--env http://…`: its spec comes from its
+/// `/metadata` and MCP tool list, its tool's bounds reach the decoding grammar, and a final
+/// response (which such an env has no use for) is refused locally as an invalid action instead
+/// of costing the session.
+#[test]
+fn run_and_train_on_an_env_written_with_openenvs_python_server() {
+    let py = openenv_python();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openenv/guess_env.py");
+    let _server = KillOnDrop(
+        Command::new(&py)
+            .arg(&script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    while ureq::get(format!("{url}/health")).call().is_err() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the Python OpenEnv server did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let run = sandgym(&[
+        "run",
+        "--env",
+        &url,
+        "--agent",
+        "random",
+        "--episodes",
+        "8",
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(summary["failed_episodes"], 0, "{summary}");
+    // Guesses stay within the tool's bounds (1 to 4), so some episodes are won.
+    assert!(summary["success_rate"].as_f64().unwrap() > 0.0, "{summary}");
+
+    let out = tmp("python-openenv");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 4}}"#,
+    )
+    .unwrap();
+    let train = sandgym(&[
+        "train",
+        "--env",
+        &url,
+        "--model",
+        "tiny",
+        "--algo",
+        "grpo",
+        "--iters",
+        "2",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    assert!(
+        train.status.success(),
+        "{}",
+        String::from_utf8_lossy(&train.stderr)
+    );
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 2);
+    for line in metrics.lines() {
+        let m: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(m["episodes"], 8, "{m}");
+        assert_eq!(m["env_errors"], 0, "{m}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
 /// The Kubernetes manifests for env hosts are valid against Kubernetes' own schemas.
 #[test]
 fn deployment_manifests_validate() {

@@ -200,7 +200,9 @@ fn generated_script(env: &dyn Env, max_steps: usize) -> Vec<Action> {
                 .with_thought("sandgym check")
         })
         .collect();
-    actions.push(Action::respond("sandgym check").with_thought("done"));
+    if env.spec().accepts_response {
+        actions.push(Action::respond("sandgym check").with_thought("done"));
+    }
     actions
 }
 

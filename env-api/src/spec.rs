@@ -120,6 +120,19 @@ pub struct EnvSpec {
     /// [`ResetOptions::cycle`](crate::ResetOptions::cycle) to play every task once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TaskCounts>,
+    /// Whether the env takes a final response at all (`true` for most; `false` for an env
+    /// whose episodes end only when the env says so, e.g. an OpenEnv env of MCP tools).
+    /// Constrained decoders then allow tool calls only.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub accepts_response: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// The sizes of an env's task splits (see [`EnvSpec::tasks`]).
@@ -165,6 +178,7 @@ impl EnvSpec {
             max_episode_steps: None,
             response: None,
             tasks: None,
+            accepts_response: true,
         }
     }
 
@@ -189,6 +203,12 @@ impl EnvSpec {
     /// Sets the step budget.
     pub fn with_max_episode_steps(mut self, steps: u32) -> Self {
         self.max_episode_steps = Some(steps);
+        self
+    }
+
+    /// Declares that the env takes no final response (see [`EnvSpec::accepts_response`]).
+    pub fn without_response(mut self) -> Self {
+        self.accepts_response = false;
         self
     }
 

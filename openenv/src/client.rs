@@ -111,9 +111,11 @@ fn fetch_spec(agent: &ureq::Agent, http: &str) -> Result<(EnvSpec, bool), EnvErr
         .map_err(|e| other(format!("POST {http}/mcp: {e}")))?;
     let tools: Value = serde_json::from_str(&text)
         .map_err(|e| other(format!("POST {http}/mcp: not JSON ({e})")))?;
+    // An env of MCP tools ends its episodes itself: it takes no final response.
     let mut spec = EnvSpec::new(id)
         .with_description(meta["description"].as_str().unwrap_or_default())
-        .with_reward_range(f64::MIN, f64::MAX);
+        .with_reward_range(f64::MIN, f64::MAX)
+        .without_response();
     for t in tools["result"]["tools"].as_array().into_iter().flatten() {
         let name = t["name"].as_str().unwrap_or_default();
         let parameters = serde_json::from_value::<Schema>(t["inputSchema"].clone())
@@ -315,7 +317,22 @@ impl Env for RemoteEnv {
             (ActionBody::ToolCall(call), false) => json!({
                 "type": "call_tool", "tool_name": call.tool_name, "arguments": call.parameters,
             }),
-            (ActionBody::Response(text), false) => json!({"response": text}),
+            // An OpenEnv env built on MCP tools has no final response: its episodes end when
+            // the env says so. Sent anyway, such servers close the session; refused here, the
+            // agent reads why and the session goes on.
+            (ActionBody::Response(_), false) => {
+                return Err(EnvError::ActionRejected {
+                    reason: format!(
+                        "this env takes tool calls only (an OpenEnv MCP env); call one of: {}",
+                        self.spec
+                            .tools
+                            .iter()
+                            .map(|t| t.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
         };
         let answer = self.ask(json!({"type": "step", "data": data}))?;
         Ok(self.take_observation(&answer))

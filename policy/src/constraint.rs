@@ -117,9 +117,15 @@ pub fn lark_grammar_calling(tools: &[ToolSpec], limits: ActionLimits) -> String 
 }
 
 /// The Lark grammar of `spec`'s actions: its tools, and its response schema when it declares
-/// one (its `maxLength` capped by `limits.response_chars`).
+/// one (its `maxLength` capped by `limits.response_chars`); tool calls only for an env that
+/// takes no final response ([`EnvSpec::accepts_response`]).
 pub fn lark_grammar_for(spec: &EnvSpec, limits: ActionLimits) -> String {
-    grammar(&spec.tools, spec.response.as_ref(), limits, true)
+    grammar(
+        &spec.tools,
+        spec.response.as_ref(),
+        limits,
+        spec.accepts_response,
+    )
 }
 
 fn grammar(

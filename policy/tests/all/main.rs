@@ -336,3 +336,27 @@ fn every_gold_query_fits_its_episodes_narrowed_shape() {
     assert!(!fits("SELECT COUNT(*) FROM customers WHERE city = 'many'"));
     assert!(!fits("SELECT COUNT(*) FROM customers WHERE city = 20"));
 }
+
+#[test]
+fn an_env_that_takes_no_response_gets_tool_calls_only() {
+    // An OpenEnv env of MCP tools ends its episodes itself: its grammar has no final response.
+    let tok = tokenizer();
+    let template = Template::new(tok);
+    let spec = sandgym_env_api::EnvSpec::new("guess-v0".parse().unwrap()).with_tool(
+        sandgym_env_api::ToolSpec::new("guess", "Guess.").with_parameters(
+            sandgym_env_api::Schema::object().property(
+                "number",
+                sandgym_env_api::Schema::integer().with_range(1.0, 4.0),
+                true,
+            ),
+        ),
+    );
+    let limits = ActionLimits::default();
+    let call = Action::tool("guess", serde_json::json!({"number": 3}));
+    let answer = Action::respond("3");
+    let open = ToolCallGrammar::for_spec(tok, &spec, limits).unwrap();
+    assert!(fits(&open, &template, &call) && fits(&open, &template, &answer));
+    let closed = ToolCallGrammar::for_spec(tok, &spec.without_response(), limits).unwrap();
+    assert!(fits(&closed, &template, &call));
+    assert!(!fits(&closed, &template, &answer));
+}
