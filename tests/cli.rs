@@ -1207,6 +1207,20 @@ fn bench_env_server_holds_its_sessions_and_measures_them() {
         v["guess-number-v0"]["ws_64"].is_null(),
         "--max-sessions leaves it out: {v}"
     );
+
+    // A soak plays exactly the episodes asked for and samples the resident memory.
+    let out = sandgym(&["bench", "env-server", "--soak", "300", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for env in ["guess-number-v0", "sql-agent-v0"] {
+        assert_eq!(v[env]["episodes"], 300, "{v}");
+        assert_eq!(v[env]["sessions_held"], 64, "{v}");
+        assert!(!v[env]["rss_mb"].as_array().unwrap().is_empty(), "{v}");
+    }
 }
 
 /// `serve-env` holds as many sandboxed sessions as `--max-sessions` allows (the shared
@@ -1230,6 +1244,7 @@ fn serve_env_holds_its_max_sessions() {
         action: serde_json::json!({"tool_name": "guess", "parameters": {"number": 50}}),
         steps_per_episode: 2,
         interval: None,
+        episodes: None,
     };
     let held = run_ws(&config(300)).unwrap();
     assert_eq!(held.sessions_held, 300, "{held:?}");

@@ -29,6 +29,9 @@ pub struct LoadConfig {
     /// second; `None` sends the next one as soon as the answer comes (closed loop: the
     /// latency is then mostly queueing).
     pub interval: Option<Duration>,
+    /// Stop once this many episodes have started across all sessions (`duration` then only
+    /// bounds the run): a soak of a fixed size.
+    pub episodes: Option<usize>,
 }
 
 /// What a load run measured.
@@ -141,8 +144,14 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
         let connect_s = connect.elapsed().as_secs_f64();
         let start = Instant::now();
         let deadline = tokio::time::Instant::now() + config.duration;
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tasks = opened.into_iter().enumerate().map(|(i, socket)| {
             let config = config.clone();
+            let (started, limit) = (started.clone(), config.episodes);
+            let more = move || {
+                let n = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                limit.is_none_or(|limit| n < limit)
+            };
             async move {
                 let mut tally = Tally::default();
                 let mut socket = match socket {
@@ -157,7 +166,7 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                 let mut next = config.interval.map(|iv| {
                     tokio::time::Instant::now() + iv.mul_f64(i as f64 / config.sessions as f64)
                 });
-                'episodes: while tokio::time::Instant::now() < deadline {
+                'episodes: while tokio::time::Instant::now() < deadline && more() {
                     tally.episodes += 1;
                     for n in 0..=config.steps_per_episode {
                         let frame = if n == 0 { &reset } else { &step };

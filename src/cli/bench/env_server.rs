@@ -94,6 +94,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
             action: action.clone(),
             steps_per_episode: steps,
             interval,
+            episodes: None,
         };
         let mut figures = Map::new();
         let ws: Vec<usize> = ws_sessions
@@ -137,4 +138,82 @@ fn figure(r: &LoadReport) -> Value {
         v["session_errors"] = json!(r.session_errors);
     }
     v
+}
+
+/// A soak: `episodes` episodes of each env over 64 WebSocket sessions against an in-process
+/// server, the process's resident memory sampled every half second. Reports the samples and
+/// the growth from the end of the warm-up (the first tenth of the samples) to the end.
+pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
+    const SESSIONS: usize = 64;
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_instances: (SESSIONS + 16) as u32,
+        ..SandboxConfig::default()
+    })?;
+    let mut out = Map::new();
+    for case in CASES {
+        let guest = sandgym::bundled_guest(case.env)
+            .ok_or_else(|| anyhow::anyhow!("{} has no WebAssembly build", case.env))?;
+        let guest = sandbox.load(guest.wasm)?;
+        let factory: EnvFactory = Arc::new(move || {
+            Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv)
+        });
+        let server = EnvServer::start(
+            factory,
+            ServeConfig {
+                listen: "127.0.0.1:0".into(),
+                max_sessions: SESSIONS + 16,
+                idle_timeout: Duration::from_secs(600),
+                max_message_bytes: 1 << 20,
+                first_seed: 0,
+            },
+        )?;
+        let config = LoadConfig {
+            url: server.url(),
+            sessions: SESSIONS,
+            duration: Duration::from_secs(3600),
+            action: serde_json::from_str(case.action)?,
+            steps_per_episode: case.steps,
+            interval: None,
+            episodes: Some(episodes),
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (report, samples) = std::thread::scope(|scope| {
+            let sampler = scope.spawn(|| {
+                let mut samples = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    samples.extend(rss_mb());
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                samples
+            });
+            let report = run_ws(&config);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (report, sampler.join().unwrap_or_default())
+        });
+        let report = report?;
+        let warm = samples.len() / 10;
+        let growth = match (samples.get(warm), samples.last()) {
+            (Some(&a), Some(&b)) if a > 0.0 => Some(100.0 * (b - a) / a),
+            _ => None,
+        };
+        out.insert(
+            case.env.into(),
+            json!({
+                "episodes": report.episodes,
+                "sessions_held": report.sessions_held,
+                "wall_s": (report.wall_s * 10.0).round() / 10.0,
+                "rss_mb": samples.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>(),
+                "rss_growth_after_warmup_pct": growth.map(|g| (g * 10.0).round() / 10.0),
+            }),
+        );
+    }
+    Ok(out)
+}
+
+/// This process's resident memory in MB (Linux: `/proc/self/status`; elsewhere none).
+fn rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }

@@ -44,6 +44,10 @@ pub struct Args {
     /// Where `bench policy` runs: cpu, or cuda (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: sandgym::policy::DeviceKind,
+    /// `bench env-server`: instead of the latency cases, play this many episodes of each env
+    /// over 64 sessions and sample the process's resident memory (a soak).
+    #[arg(long)]
+    soak: Option<usize>,
     /// `bench env-server`: leave out cases with more concurrent sessions than this.
     #[arg(long, default_value_t = 1024)]
     max_sessions: usize,
@@ -66,11 +70,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
-        What::EnvServer => env_server::run(
-            Duration::from_secs_f64(args.seconds.max(0.1)),
-            args.max_sessions,
-            args.rate,
-        )?,
+        What::EnvServer => match args.soak {
+            Some(episodes) => env_server::soak(episodes)?,
+            None => env_server::run(
+                Duration::from_secs_f64(args.seconds.max(0.1)),
+                args.max_sessions,
+                args.rate,
+            )?,
+        },
         What::Policy => {
             struct Policy<'a>(&'a Args);
             impl sandgym::policy::OnDevice for Policy<'_> {
