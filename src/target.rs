@@ -248,7 +248,7 @@ impl EnvArgs {
     }
 }
 
-/// The long help of `--reward` on `run`, `eval` and `train` (one text for all three).
+/// The long help of `--reward` on `run`, `eval`, `train` and `check` (one text for all).
 pub const REWARD_HELP: &str = "A reward composed around the env's own: a JSON list of terms \
 (env, success, length, tool_budget, forbidden, format, info, final, plugin; each with a \
 weight), or an object with the terms and a clip range; inline or in a file. A reward plugin \
