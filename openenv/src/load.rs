@@ -30,7 +30,9 @@ pub struct LoadConfig {
     /// latency is then mostly queueing).
     pub interval: Option<Duration>,
     /// Stop once this many episodes have started across all sessions (`duration` then only
-    /// bounds the run): a soak of a fixed size.
+    /// bounds the run): a soak of a fixed size. Its latencies are not kept (4 bytes a
+    /// request would otherwise grow the process a soak measures); the report's percentiles
+    /// are then 0.
     pub episodes: Option<usize>,
 }
 
@@ -65,6 +67,8 @@ pub struct LoadReport {
 #[derive(Default)]
 struct Tally {
     latencies_us: Vec<u32>,
+    /// Requests answered (with or without their latency kept).
+    answered: usize,
     steps: usize,
     episodes: usize,
     error: Option<String>,
@@ -82,9 +86,10 @@ fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64)
     let mut latencies: Vec<u32> = Vec::new();
     let mut errors: std::collections::BTreeMap<String, usize> = Default::default();
     let mut held = 0;
-    let (mut steps, mut episodes) = (0, 0);
+    let (mut steps, mut episodes, mut answered) = (0, 0, 0);
     for t in tallies {
         latencies.extend(&t.latencies_us);
+        answered += t.answered;
         steps += t.steps;
         episodes += t.episodes;
         match t.error {
@@ -97,10 +102,10 @@ fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64)
         sessions: config.sessions,
         sessions_held: held,
         session_errors: errors.into_iter().collect(),
-        requests: latencies.len(),
+        requests: answered,
         steps,
         episodes,
-        requests_per_s: latencies.len() as f64 / wall_s.max(1e-9),
+        requests_per_s: answered as f64 / wall_s.max(1e-9),
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         connect_s,
@@ -127,7 +132,8 @@ fn check_answer(text: &str) -> Result<bool, String> {
 }
 
 /// Runs `config.sessions` WebSocket sessions at once: every session connects (all before the
-/// clock starts), then resets and steps as fast as answers come, for `config.duration`.
+/// clock starts), then resets and steps as fast as answers come, for `config.duration` (each
+/// session plays at least its first reset, so a held session is one that was served).
 pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -166,14 +172,20 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                 let mut next = config.interval.map(|iv| {
                     tokio::time::Instant::now() + iv.mul_f64(i as f64 / config.sessions as f64)
                 });
-                'episodes: while tokio::time::Instant::now() < deadline && more() {
+                // Every session plays at least its first reset, however late it gets its
+                // turn: a session counts as held only once it was served.
+                'episodes: loop {
+                    let in_time = tally.episodes == 0 || tokio::time::Instant::now() < deadline;
+                    if !in_time || !more() {
+                        break;
+                    }
                     tally.episodes += 1;
                     for n in 0..=config.steps_per_episode {
                         let frame = if n == 0 { &reset } else { &step };
                         if let (Some(at), Some(iv)) = (next.as_mut(), config.interval) {
                             tokio::time::sleep_until(*at).await;
                             *at += iv;
-                            if tokio::time::Instant::now() >= deadline {
+                            if tally.answered > 0 && tokio::time::Instant::now() >= deadline {
                                 break 'episodes;
                             }
                         }
@@ -200,7 +212,10 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                                 }
                             }
                         };
-                        tally.latencies_us.push(since_us(sent));
+                        if limit.is_none() {
+                            tally.latencies_us.push(since_us(sent));
+                        }
+                        tally.answered += 1;
                         match check_answer(&answer) {
                             Ok(done) => {
                                 tally.steps += usize::from(n > 0);
@@ -265,6 +280,7 @@ pub fn run_http(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                             match answer {
                                 Ok(_) => {
                                     tally.latencies_us.push(since_us(sent));
+                                    tally.answered += 1;
                                     tally.steps += usize::from(path == "step");
                                 }
                                 Err(e) => {
