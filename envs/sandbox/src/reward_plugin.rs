@@ -11,7 +11,7 @@ use sandgym_env_api::{EnvError, RewardFn, StepView};
 
 use crate::bindings::reward::{RewardPlugin, RewardPluginPre, StepScore};
 use crate::host::HostState;
-use crate::wasm_env::{arm, classify, new_store};
+use crate::wasm_env::{arm, call_under, classify, new_store};
 use crate::{Result, Sandbox, SandboxError};
 
 /// Longest name a plugin may give itself.
@@ -166,16 +166,10 @@ impl WasmReward {
                 reason: "the plugin faulted earlier in this episode".into(),
             });
         };
-        let result = arm(&mut instance.store, limits.cpu)
-            .and_then(|()| f(&mut instance.store, &instance.bindings));
-        match result {
-            Ok(value) => Ok(value),
-            Err(e) => {
-                let error = classify(e, &instance.store, &limits);
-                self.instance = None;
-                Err(error)
-            }
-        }
+        let bindings = &instance.bindings;
+        call_under(&mut instance.store, &limits, |s| f(s, bindings)).inspect_err(|_| {
+            self.instance = None;
+        })
     }
 
     fn failed(&self, reason: impl Into<String>) -> EnvError {

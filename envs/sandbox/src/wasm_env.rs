@@ -198,16 +198,10 @@ impl WasmEnv {
                     .unwrap_or_else(|| "no instance".into()),
             });
         };
-        let result = arm(&mut instance.store, limits.cpu)
-            .and_then(|()| f(&mut instance.store, &instance.bindings));
-        match result {
-            Ok(value) => Ok(value),
-            Err(e) => {
-                let error = classify(e, &instance.store, &limits);
-                self.fault(&error);
-                Err(error)
-            }
-        }
+        let bindings = &instance.bindings;
+        call_under(&mut instance.store, &limits, |s| f(s, bindings)).inspect_err(|error| {
+            self.fault(error);
+        })
     }
 
     /// Ends the episode after a guest fault and discards the instance.
@@ -298,6 +292,17 @@ pub(crate) fn new_store(engine: &wasmtime::Engine, limits: &Limits) -> Store<Hos
         });
     }
     store
+}
+
+/// One call into a guest's store under `limits` (the CPU budget armed first), its failure
+/// classified as a typed sandbox error.
+pub(crate) fn call_under<T>(
+    store: &mut Store<HostState>,
+    limits: &Limits,
+    f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<T>,
+) -> Result<T> {
+    let result = arm(store, limits.cpu).and_then(|()| f(store));
+    result.map_err(|e| classify(e, store, limits))
 }
 
 /// Sets the per-call CPU budget and starts the call's stderr afresh.
