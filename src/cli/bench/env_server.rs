@@ -56,11 +56,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
         .filter(|&n| n <= sessions_cap)
         .max()
         .unwrap_or(1);
-    // A sandbox of its own, sized for the most sessions at once (each is an instance).
-    let sandbox = Sandbox::new(SandboxConfig {
-        max_instances: (most + 16) as u32,
-        ..SandboxConfig::default()
-    })?;
+    let sandbox = sandbox_for(most)?;
     let mut out = Map::new();
     for &Case {
         env,
@@ -70,22 +66,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
         http_clients,
     } in CASES
     {
-        let guest = sandgym::bundled_guest(env)
-            .ok_or_else(|| anyhow::anyhow!("{env} has no WebAssembly build"))?;
-        let guest = sandbox.load(guest.wasm)?;
-        let factory: EnvFactory = Arc::new(move || {
-            Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv)
-        });
-        let server = EnvServer::start(
-            factory,
-            ServeConfig {
-                listen: "127.0.0.1:0".into(),
-                max_sessions: most + 16,
-                idle_timeout: Duration::from_secs(600),
-                max_message_bytes: 1 << 20,
-                first_seed: 0,
-            },
-        )?;
+        let server = serve(&sandbox, env, most)?;
         let action: Value = serde_json::from_str(action)?;
         let config = |sessions, interval| LoadConfig {
             url: server.url(),
@@ -120,6 +101,34 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
     Ok(out)
 }
 
+/// A sandbox of the bench's own, sized for `sessions` at once (each is an instance).
+fn sandbox_for(sessions: usize) -> anyhow::Result<Sandbox> {
+    Ok(Sandbox::new(SandboxConfig {
+        max_instances: (sessions + 16) as u32,
+        ..SandboxConfig::default()
+    })?)
+}
+
+/// An in-process server on loopback of the bundled `env`, sandboxed in `sandbox`, holding up
+/// to `sessions` sessions.
+fn serve(sandbox: &Sandbox, env: &str, sessions: usize) -> anyhow::Result<EnvServer> {
+    let guest = sandgym::bundled_guest(env)
+        .ok_or_else(|| anyhow::anyhow!("{env} has no WebAssembly build"))?;
+    let guest = sandbox.load(guest.wasm)?;
+    let factory: EnvFactory =
+        Arc::new(move || Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv));
+    Ok(EnvServer::start(
+        factory,
+        ServeConfig {
+            listen: "127.0.0.1:0".into(),
+            max_sessions: sessions + 16,
+            idle_timeout: Duration::from_secs(600),
+            max_message_bytes: 1 << 20,
+            first_seed: 0,
+        },
+    )?)
+}
+
 fn figure(r: &LoadReport) -> Value {
     let round = |x: f64, places: i32| {
         let k = 10f64.powi(places);
@@ -145,28 +154,10 @@ fn figure(r: &LoadReport) -> Value {
 /// the growth from the end of the warm-up (the first tenth of the samples) to the end.
 pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
     const SESSIONS: usize = 64;
-    let sandbox = Sandbox::new(SandboxConfig {
-        max_instances: (SESSIONS + 16) as u32,
-        ..SandboxConfig::default()
-    })?;
+    let sandbox = sandbox_for(SESSIONS)?;
     let mut out = Map::new();
     for case in CASES {
-        let guest = sandgym::bundled_guest(case.env)
-            .ok_or_else(|| anyhow::anyhow!("{} has no WebAssembly build", case.env))?;
-        let guest = sandbox.load(guest.wasm)?;
-        let factory: EnvFactory = Arc::new(move || {
-            Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv)
-        });
-        let server = EnvServer::start(
-            factory,
-            ServeConfig {
-                listen: "127.0.0.1:0".into(),
-                max_sessions: SESSIONS + 16,
-                idle_timeout: Duration::from_secs(600),
-                max_message_bytes: 1 << 20,
-                first_seed: 0,
-            },
-        )?;
+        let server = serve(&sandbox, case.env, SESSIONS)?;
         let config = LoadConfig {
             url: server.url(),
             sessions: SESSIONS,
