@@ -789,6 +789,27 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
+    /// Plays guess-number to its end by bisection; `each` sees every observation before the
+    /// last one, which is returned.
+    fn bisect(env: &mut impl Env, mut each: impl FnMut(&Observation)) -> Observation {
+        let (mut lo, mut hi) = (1, 100);
+        loop {
+            let guess = (lo + hi) / 2;
+            let obs = env
+                .step(&Action::tool("guess", json!({"number": guess})))
+                .unwrap();
+            if env.done().is_done() {
+                return obs;
+            }
+            each(&obs);
+            if obs.content.contains("higher") {
+                lo = guess + 1
+            } else {
+                hi = guess - 1
+            }
+        }
+    }
+
     /// A term that returns what it is told to.
     struct Fixed(f64);
     impl RewardFn for Fixed {
@@ -864,21 +885,7 @@ mod tests {
             spec(json!([{"term": "env"}, {"term": "tool_budget", "max_calls": 0, "weight": -5.0}]));
         let mut env = Reward::new(GuessNumber::new(), &s).unwrap();
         env.reset(5, &ResetOptions::default()).unwrap();
-        let (mut lo, mut hi) = (1, 100);
-        let obs = loop {
-            let guess = (lo + hi) / 2;
-            let obs = env
-                .step(&Action::tool("guess", json!({"number": guess})))
-                .unwrap();
-            if env.done().is_done() {
-                break obs;
-            }
-            if obs.content.contains("higher") {
-                lo = guess + 1
-            } else {
-                hi = guess - 1
-            }
-        };
+        let obs = bisect(&mut env, |_| {});
         assert!(env.reward() < 0.0);
         assert_eq!(obs.info[SUCCESS], true, "{:?}", obs.info);
         assert_eq!(env.observe().info[SUCCESS], true);
@@ -1099,23 +1106,10 @@ mod tests {
             .unwrap();
         assert_eq!(obs.info[REWARD_TERMS]["format"], 0.5);
         // Played to the end, the final term pays on the last step only.
-        let (mut lo, mut hi) = (1, 100);
         env.reset(5, &ResetOptions::default()).unwrap();
-        let last = loop {
-            let guess = (lo + hi) / 2;
-            let obs = env
-                .step(&Action::tool("guess", json!({"number": guess})))
-                .unwrap();
-            if env.done().is_done() {
-                break obs;
-            }
+        let last = bisect(&mut env, |obs| {
             assert_eq!(obs.info[REWARD_TERMS]["length"], 0.0);
-            if obs.content.contains("higher") {
-                lo = guess + 1
-            } else {
-                hi = guess - 1
-            }
-        };
+        });
         assert!(last.info[REWARD_TERMS]["length"].as_f64().unwrap() < 0.0);
 
         // `info` reads booleans and clips numbers.
