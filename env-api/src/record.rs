@@ -89,13 +89,19 @@ impl StepRecord {
     /// The same record with the reward breakdown of the step's observation info
     /// (`reward_terms`, `reward_parts`), where a composed reward gave one.
     pub fn with_breakdown(mut self, info: &Map<String, Value>) -> Self {
+        self.set_breakdown(info);
+        self
+    }
+
+    /// Sets the record's reward breakdown from a step's observation info (see
+    /// [`with_breakdown`](Self::with_breakdown)).
+    pub fn set_breakdown(&mut self, info: &Map<String, Value>) {
         let object = |key: &str| match info.get(key) {
             Some(Value::Object(map)) => map.clone(),
             _ => Map::new(),
         };
         self.reward_terms = object(REWARD_TERMS);
         self.reward_parts = object(REWARD_PARTS);
-        self
     }
 
     /// The agent turn this record holds, if it holds exactly one of a call or a response.

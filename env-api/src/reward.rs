@@ -520,15 +520,13 @@ pub struct Reward<E> {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct EpisodeState {
     reward: f64,
-    env_return: f64,
-    turn: u32,
-    tool_calls: u32,
     /// What the last accepted step added to the env's info (`reward_terms`, `reward_parts`,
     /// and `success` where the env gives none), shown by `observe` as by `step`.
     added: Map<String, Value>,
     /// The reset observation's text: the records' instruction.
     instruction: String,
-    /// The accepted steps so far, as the terms see them.
+    /// The accepted steps so far, as the terms see them (the turn, tool-call and return
+    /// counts of a [`StepView`] are theirs).
     records: Vec<StepRecord>,
     /// Why a term failed, ending the episode.
     failed: Option<String>,
@@ -613,14 +611,15 @@ impl<E: Env> Reward<E> {
     fn score(&mut self, obs: &mut Observation, action: &Action, env_reward: f64) -> Result<()> {
         let st = &mut self.state;
         let done = self.inner.done();
+        let env_return: f64 = st.records.iter().map(|r| r.reward).sum();
         let view = StepView {
             action,
             observation: obs,
             env_reward,
-            env_return: st.env_return,
+            env_return,
             done,
-            turn: st.turn,
-            tool_calls: st.tool_calls,
+            turn: st.records.len() as u32,
+            tool_calls: st.records.iter().filter(|r| r.action.is_some()).count() as u32,
             episode: &st.records,
             rejected: st.rejected,
         };
@@ -668,13 +667,13 @@ impl<E: Env> Reward<E> {
         // judged on its own return, not on the composed one (a penalty does not turn a
         // solved task into a failure).
         if done.is_done() && !obs.info.contains_key(SUCCESS) {
-            let success = episode_success(&obs.info, done, st.env_return);
+            let success = episode_success(&obs.info, done, env_return);
             added.insert(SUCCESS.into(), Value::Bool(success));
         }
         obs.info
             .extend(added.iter().map(|(k, v)| (k.clone(), v.clone())));
         if let Some(last) = st.records.last_mut() {
-            *last = last.clone().with_breakdown(&added);
+            last.set_breakdown(&added);
         }
         st.added = added;
         Ok(())
@@ -728,9 +727,6 @@ impl<E: Env> Env for Reward<E> {
             });
         }
         let st = &mut self.state;
-        st.turn += 1;
-        st.tool_calls += u32::from(matches!(action.body, ActionBody::ToolCall(_)));
-        st.env_return += env_reward;
         let mut record = StepRecord::new(&st.instruction, action, &obs.content, env_reward);
         record.done = self.inner.done();
         st.records.push(record);
