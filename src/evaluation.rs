@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::env_api::Split;
 use crate::policy::pretrained;
-use crate::trainer::{EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate};
+use crate::trainer::{
+    EpisodeKind, EpisodeLog, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate,
+};
 use crate::training::{baseline_episodes, baseline_report, env_batch};
 use crate::{Backend, EnvTarget};
 
@@ -24,6 +26,9 @@ pub struct Comparison {
     /// The policy's episodes.
     #[serde(skip)]
     pub episodes: Vec<crate::env_api::Trajectory>,
+    /// The logs of the policy's episodes (steps, tokens, log-probs).
+    #[serde(skip)]
+    pub logs: Vec<crate::trainer::EpisodeLog>,
 }
 
 /// Evaluates the policy in `dir` (a checkpoint, or a pretrained model's name or path; greedy)
@@ -55,10 +60,23 @@ pub fn compare<B: BurnBackend>(
         Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
         None => None,
     };
+    let logs = played
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            EpisodeLog::of(
+                e,
+                (EpisodeKind::Closing, 0, i),
+                &options,
+                engine.tokenizer(),
+            )
+        })
+        .collect::<crate::trainer::Result<Vec<_>>>()?;
     Ok(Comparison {
         policy,
         baseline,
         episodes: played.into_iter().map(|e| e.trajectory).collect(),
+        logs,
     })
 }
 
@@ -112,6 +130,12 @@ pub fn closing<B: BurnBackend>(
     let wasm = run.run.backend == crate::Backend::Wasm;
     let eval = |dir: &Path| compare::<B>(dir, &target, split, episodes, &settings, wasm, device);
     let trained = eval(&crate::trainer::policy_dir(out))?;
+    // The episodes the table counts, for the dashboard.
+    let iter = run.train.schedule.iters;
+    let logs: Vec<EpisodeLog> = (trained.logs.into_iter())
+        .map(|log| EpisodeLog { iter, ..log })
+        .collect();
+    crate::trainer::write_episode_logs(out, (EpisodeKind::Closing, iter), &logs)?;
     let zero_shot = if rows.zero_shot && run.run.pretrained() {
         Some(eval(Path::new(&run.run.model))?.policy)
     } else {

@@ -21,6 +21,7 @@ pub mod approach;
 pub mod chat_agent;
 pub mod comparison;
 pub mod evaluation;
+pub mod labels;
 pub mod progress;
 pub mod registry;
 pub mod replay;
@@ -30,6 +31,7 @@ pub mod service;
 pub mod table;
 pub mod target;
 pub mod training;
+pub mod view;
 
 pub use run_meta::{EpisodeSource, RunMeta};
 pub use target::EnvTarget;

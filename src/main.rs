@@ -43,6 +43,9 @@ enum Command {
     Model(cli::model::Args),
     /// Measure performance figures (`sandgym bench sandbox`).
     Bench(cli::bench::Args),
+    /// A web dashboard of a run (curves, episodes, replay, labels), an episodes file or the
+    /// proxy's traces.
+    View(cli::view::Args),
 }
 
 /// Output piped into a reader that stops early (`sandgym bench proxy | head`) ends the
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => cli::eval::run(&args),
         Command::ServePolicy(args) => cli::serve::run(&args),
         Command::ServeEnv(args) => cli::serve_env::run(&args),
+        Command::View(args) => cli::view::run(&args),
         Command::Proxy(args) => cli::proxy::run(&args),
         Command::Compare(args) => cli::compare::run(&args),
         Command::Bench(args) => cli::bench::run(&args),

@@ -24,6 +24,8 @@ pub struct Episode {
     pub group: usize,
     /// The reset seed (it chose the task).
     pub seed: u64,
+    /// The task the env reset to, when its reset info names one (`info.task`).
+    pub task: Option<String>,
     /// Prompt, actions and observations, as rendered by the [`Template`](crate::Template).
     pub tokens: Vec<u32>,
     /// `true` for tokens the policy generated.

@@ -250,6 +250,7 @@ impl TraceReader {
                 Episode {
                     group,
                     seed,
+                    task: None,
                     tokens: s.tokens,
                     loss_mask: s.loss_mask,
                     logprobs: s.logprobs,

@@ -13,3 +13,4 @@ pub mod serve;
 pub mod serve_env;
 pub mod sft;
 pub mod train;
+pub mod view;

@@ -18,8 +18,9 @@ pub struct Args {
     /// Where to write the policy checkpoint.
     #[arg(long)]
     out: PathBuf,
-    /// Agent Template JSONL to learn from (default: the scripted baseline's train-split
-    /// episodes).
+    /// Agent Template JSONL to learn from, or a dashboard's `labels.jsonl` (its good episodes
+    /// and the corrected steps of its bad ones). Default: the scripted baseline's train-split
+    /// episodes.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Baseline episodes to record when no `--data` is given (default: the env's preset).
@@ -90,6 +91,15 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         }
     };
     let examples: Vec<SftExample> = match &args.data {
+        Some(path) if sandgym::labels::is_labels_file(path) => {
+            let (trajectories, skipped) = sandgym::labels::training_data(path)?;
+            eprintln!(
+                "{}: labelled episodes to learn from: {} ({skipped} bad ones without a correction skipped)",
+                path.display(),
+                trajectories.len()
+            );
+            trajectories.into_iter().map(SftExample::from).collect()
+        }
         Some(path) => {
             let f =
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;

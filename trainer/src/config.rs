@@ -323,6 +323,9 @@ pub struct ScheduleConfig {
     pub seed: u64,
     /// Save a checkpoint every this many iterations (and at the end).
     pub save_every: u32,
+    /// Keep the episodes of every this many iterations in the run's `episodes/` (0: none);
+    /// each evaluation's episodes are kept whenever this is not 0.
+    pub episodes_every: u32,
 }
 
 impl Default for ScheduleConfig {
@@ -331,6 +334,7 @@ impl Default for ScheduleConfig {
             iters: 30,
             seed: 0,
             save_every: 5,
+            episodes_every: 1,
         }
     }
 }

@@ -20,6 +20,7 @@
 pub mod advantage;
 pub mod batch;
 mod config;
+mod episode_log;
 mod error;
 mod eval;
 mod journal;
@@ -35,6 +36,10 @@ pub use batch::Sample;
 pub use config::{
     Algo, Credit, EvalConfig, KlConfig, KlEstimator, KlMode, LossAgg, ObjectiveConfig, OnEnvError,
     OptimiserConfig, RolloutConfig, ScheduleConfig, TrainConfig,
+};
+pub use episode_log::{
+    EPISODES_DIR, EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log,
+    write_episode_logs,
 };
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};

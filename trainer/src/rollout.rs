@@ -159,6 +159,11 @@ impl RolloutEngine {
         &self.spec
     }
 
+    /// The tokenizer its episodes are rendered with.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// Plays one episode per `(group, seed)` job (at most [`capacity`](Self::capacity)) with
     /// `model`, sampling at `temperature` (0: greedy) from `sample_seed`.
     pub fn run<B: Backend>(
@@ -201,6 +206,10 @@ impl RolloutEngine {
             });
             match started {
                 Ok((obs, grammar)) => {
+                    ep.task = obs.info.get("task").map(|t| match t {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
                     let text = cut(&obs.content, self.settings.max_observation_chars * 4);
                     ep.push_context(template.prompt(&self.tools, &text)?);
                     instruction.push(obs.content);

@@ -4,6 +4,8 @@
 //! - `config.json` — the [`TrainConfig`] and the caller's description of the run (env id …);
 //! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
 //! - `eval.jsonl` — one [`EvalPoint`] per periodic evaluation (`eval_every`);
+//! - `episodes/` — the episodes of each iteration and evaluation ([`EpisodeLog`]
+//!   (crate::EpisodeLog)), as `schedule.episodes_every` asks;
 //! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
 //! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.mpk` and `state.json`,
 //!   replaced atomically (written beside, then renamed);
@@ -30,6 +32,7 @@ use serde_json::Value;
 
 use crate::batch::{Sample, assign_advantages, usable};
 use crate::config::{Algo, TrainConfig};
+use crate::episode_log::{EpisodeKind, write_episode_log};
 use crate::error::io;
 use crate::learner::{Learner, StepStats};
 use crate::metrics::{EvalPoint, IterMetrics, MetricsLog, episode_figures, read_metrics};
@@ -475,6 +478,16 @@ impl<B: AutodiffBackend> Trainer<B> {
         m.elapsed_s = self.elapsed_before + self.started.elapsed().as_secs_f64();
         self.iter = iter;
         self.log.append(&m)?;
+        let every = c.schedule.episodes_every;
+        if every > 0 && iter.is_multiple_of(every) {
+            write_episode_log(
+                &self.out,
+                (EpisodeKind::Train, iter),
+                &played,
+                &self.options,
+                &self.tokenizer,
+            )?;
+        }
         if c.eval.every > 0 && (iter.is_multiple_of(c.eval.every) || iter >= c.schedule.iters) {
             self.evaluate()?;
         }
@@ -495,7 +508,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             c.eval.episodes,
         );
         let model = self.learner.inference_model();
-        let (report, _) = crate::eval::evaluate(
+        let (report, episodes) = crate::eval::evaluate(
             &mut self.engine,
             &model,
             &self.learner.device,
@@ -512,6 +525,15 @@ impl<B: AutodiffBackend> Trainer<B> {
             mean_reward: report.mean_reward,
         };
         self.evals.append(&point)?;
+        if c.schedule.episodes_every > 0 {
+            write_episode_log(
+                &self.out,
+                (EpisodeKind::Eval, self.iter),
+                &episodes,
+                &options,
+                &self.tokenizer,
+            )?;
+        }
         Ok(point)
     }
 

@@ -1,0 +1,231 @@
+//! The dashboard in a real browser: a small training run, `sandgym view` on it, and
+//! `tests/browser/view.mjs` driving headless Chromium through the page (curves, the failed
+//! episodes of the last evaluation, an episode, replay, the baseline, a label); then
+//! `sandgym sft --data labels.jsonl` trains on the label the browser wrote — the loop closed.
+//!
+//! It needs Chromium and Node.js. Missing ones are installed from Debian's packages when the
+//! test runs as root with apt-get (as CI does); otherwise it fails saying what to install.
+//! playwright-core comes from the npm registry at the version `tests/browser/package-lock.json`
+//! pins, installed under the build's temporary directory. Screenshots are kept in
+//! `target/tmp/browser/shots/` as the test's artefacts.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn sandgym(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(args)
+        .output()
+        .expect("run sandgym")
+}
+
+fn found(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Installs Debian packages when that is possible here; otherwise fails saying how.
+fn apt_install(packages: &[&str], why: &str) {
+    assert!(
+        is_root() && found("apt-get"),
+        "{why}: install Debian's {} (apt-get install {}), or set CHROMIUM to a Chromium binary",
+        packages.join(" and "),
+        packages.join(" ")
+    );
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !install() {
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        assert!(
+            install(),
+            "{why}: apt-get install {} failed",
+            packages.join(" ")
+        );
+    }
+}
+
+fn chromium() -> String {
+    if let Ok(path) = std::env::var("CHROMIUM") {
+        return path;
+    }
+    let debian = "/usr/bin/chromium";
+    if !Path::new(debian).exists() {
+        apt_install(&["chromium"], "the browser test needs Chromium");
+    }
+    debian.into()
+}
+
+/// playwright-core installed (once) from the pinned lock file, beside a copy of the script.
+fn browser_kit() -> PathBuf {
+    if !(found("node") && found("npm")) {
+        apt_install(&["nodejs", "npm"], "the browser test needs Node.js and npm");
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    for f in ["package.json", "package-lock.json", "view.mjs"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    if !dir
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .expect("run npm");
+        assert!(
+            status.success(),
+            "npm ci of tests/browser failed (the npm registry must be reachable)"
+        );
+    }
+    dir
+}
+
+/// `sandgym view` on `run`, on a free port; the page's URL.
+struct View(std::process::Child, String);
+
+impl View {
+    fn start(run: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+            .args(["view", run.to_str().unwrap(), "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start sandgym view");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("http://"), "view printed {line:?}");
+        Self(child, line.trim().to_owned())
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_dashboard_works_in_a_real_browser_and_its_labels_train() {
+    let chromium = chromium();
+    let kit = browser_kit();
+
+    // A small finished run: guess-number in the sandbox, 2 iterations, evaluated after each.
+    let run = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser/run");
+    let _ = std::fs::remove_dir_all(&run);
+    let config = run.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 4, "group_size": 2, "max_turns": 4},
+            "eval": {"every": 1, "episodes": 6}}"#,
+    )
+    .unwrap();
+    let train = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--model",
+        "tiny",
+        "--iters",
+        "2",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--eval-episodes",
+        "5",
+    ]);
+    assert!(
+        train.status.success(),
+        "{}",
+        String::from_utf8_lossy(&train.stderr)
+    );
+    for f in [
+        "episodes/train-000001.jsonl",
+        "episodes/train-000002.jsonl",
+        "episodes/eval-000000.jsonl",
+        "episodes/eval-000002.jsonl",
+        "episodes/closing-000002.jsonl",
+    ] {
+        assert!(run.join(f).is_file(), "the run kept {f}");
+    }
+
+    let view = View::start(&run);
+    let shots = kit.join("shots");
+    let out = Command::new("node")
+        .arg("view.mjs")
+        .args([
+            view.1.as_str(),
+            run.to_str().unwrap(),
+            shots.to_str().unwrap(),
+        ])
+        .env("CHROMIUM", &chromium)
+        .current_dir(&kit)
+        .output()
+        .expect("run node");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("browser test passed"),
+        "{text}"
+    );
+    for shot in [
+        "curves.png",
+        "episode.png",
+        "side-by-side.png",
+        "labels.png",
+    ] {
+        assert!(shots.join(shot).is_file(), "screenshot {shot}");
+    }
+    drop(view);
+
+    // The label the browser wrote trains: sft on labels.jsonl from the run's policy.
+    let labels = run.join("labels.jsonl");
+    let tuned = run.join("from-labels");
+    let sft = sandgym(&[
+        "sft",
+        "--env",
+        "guess-number-v0",
+        "--init",
+        run.to_str().unwrap(),
+        "--data",
+        labels.to_str().unwrap(),
+        "--epochs",
+        "1",
+        "--out",
+        tuned.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&sft.stderr);
+    assert!(sft.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("labelled episodes to learn from: 1 "),
+        "{stderr}"
+    );
+    assert!(tuned.join("config.json").is_file(), "{stderr}");
+}

@@ -1,0 +1,249 @@
+//! The episodes of a run, kept for reading them back (the dashboard, `sandgym replay`):
+//! `episodes/train-000007.jsonl` holds the episodes iteration 7 played and
+//! `episodes/eval-000010.jsonl` those of the evaluation after iteration 10, one [`EpisodeLog`]
+//! per line. Each file is written beside and renamed into place, so a reader sees a whole file
+//! or none.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sandgym_env_api::{Done, ResetOptions, StepRecord};
+use sandgym_policy::Tokenizer;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::error::io;
+use crate::rollout::Episode;
+
+/// The folder of a run directory that holds its episode logs.
+pub const EPISODES_DIR: &str = "episodes";
+
+/// Which episodes a log file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeKind {
+    /// Played by a training iteration (sampled).
+    Train,
+    /// Played by an evaluation (greedy, on its fixed seeds).
+    Eval,
+    /// Played by a run's closing evaluation (greedy, the trained policy, every task of the
+    /// evaluated split once where the env has a task list).
+    Closing,
+}
+
+impl EpisodeKind {
+    /// Its name in file names and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Eval => "eval",
+            Self::Closing => "closing",
+        }
+    }
+}
+
+/// A stretch of an episode's tokens: the context the policy read (prompt, observations) as one
+/// span of text, or one token the policy generated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenSpan {
+    /// The text of the span.
+    pub text: String,
+    /// Whether the policy generated it (a single token then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub generated: bool,
+    /// The log-prob it was sampled with (generated tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprob: Option<f32>,
+    /// The grammar allowed only this token (generated tokens).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forced: bool,
+    /// The policy turn it belongs to, from 0 (generated tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<usize>,
+}
+
+/// One episode of a run as a person reads it: what it was, how it went, its Agent Template
+/// steps and its tokens. One JSON line of an episode log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeLog {
+    /// Training or evaluation.
+    pub kind: EpisodeKind,
+    /// The iteration (for an evaluation: the iterations trained before it).
+    pub iter: u32,
+    /// Its place in the file, from 0.
+    pub index: usize,
+    /// Its group (task) within the iteration.
+    pub group: usize,
+    /// The reset seed.
+    pub seed: u64,
+    /// The options it was reset with (with `task`, the same episode again).
+    #[serde(default)]
+    pub options: ResetOptions,
+    /// The task the env reset to, when its reset info names one.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The instruction it started from.
+    #[serde(default)]
+    pub instruction: String,
+    /// The sum of its turn rewards.
+    pub reward: f64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Policy turns played.
+    pub turns: usize,
+    /// How it ended.
+    pub done: Done,
+    /// The env failure that ended it, if any.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// It ended because the context could not take another turn.
+    #[serde(default)]
+    pub out_of_context: bool,
+    /// Each policy turn's reward.
+    #[serde(default)]
+    pub turn_rewards: Vec<f64>,
+    /// Under a composed reward, each term summed over the episode.
+    #[serde(default)]
+    pub reward_terms: BTreeMap<String, f64>,
+    /// The named parts of the terms (`term/part`), summed over the episode.
+    #[serde(default)]
+    pub reward_parts: BTreeMap<String, f64>,
+    /// The Agent Template steps.
+    #[serde(default)]
+    pub records: Vec<StepRecord>,
+    /// The tokens: context as spans of text, each generated token on its own.
+    #[serde(default)]
+    pub tokens: Vec<TokenSpan>,
+}
+
+impl EpisodeLog {
+    /// The log of `episode`, the `index`-th of a `kind` batch at iteration `iter` reset with
+    /// `options`, its tokens decoded with `tokenizer`.
+    pub fn of(
+        episode: &Episode,
+        (kind, iter, index): (EpisodeKind, u32, usize),
+        options: &ResetOptions,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self> {
+        Ok(Self {
+            kind,
+            iter,
+            index,
+            group: episode.group,
+            seed: episode.seed,
+            options: options.clone(),
+            task: episode.task.clone(),
+            instruction: episode
+                .trajectory
+                .records
+                .first()
+                .map(|r| r.instruction.clone())
+                .unwrap_or_default(),
+            reward: episode.total_reward(),
+            success: episode.success,
+            turns: episode.turns.len(),
+            done: episode.done,
+            error: episode.error.clone(),
+            out_of_context: episode.out_of_context,
+            turn_rewards: episode.turns.iter().map(|t| t.reward).collect(),
+            reward_terms: episode.reward_terms.clone(),
+            reward_parts: episode.reward_parts.clone(),
+            records: episode.trajectory.records.clone(),
+            tokens: spans(episode, tokenizer)?,
+        })
+    }
+}
+
+/// The tokens of `episode` as spans: each run of context tokens decoded as one text, each
+/// generated token on its own with its log-prob, whether the grammar forced it, and its turn.
+fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
+    let mut out = Vec::new();
+    let mut context: Vec<u32> = Vec::new();
+    let turn_of = |at: usize| {
+        episode
+            .turns
+            .iter()
+            .position(|t| (t.start..t.end).contains(&at))
+    };
+    for (at, &id) in episode.tokens.iter().enumerate() {
+        if !episode.loss_mask.get(at).copied().unwrap_or(false) {
+            context.push(id);
+            continue;
+        }
+        if !context.is_empty() {
+            out.push(TokenSpan {
+                text: tokenizer.decode(&context)?,
+                generated: false,
+                logprob: None,
+                forced: false,
+                turn: None,
+            });
+            context.clear();
+        }
+        let forced = episode
+            .allowed
+            .get(at)
+            .and_then(|a| a.as_ref())
+            .is_some_and(|mask| mask.iter().filter(|&&ok| ok).count() == 1);
+        out.push(TokenSpan {
+            text: tokenizer.decode(&[id])?,
+            generated: true,
+            logprob: episode.logprobs.get(at).copied(),
+            forced,
+            turn: turn_of(at),
+        });
+    }
+    if !context.is_empty() {
+        out.push(TokenSpan {
+            text: tokenizer.decode(&context)?,
+            generated: false,
+            logprob: None,
+            forced: false,
+            turn: None,
+        });
+    }
+    Ok(out)
+}
+
+/// The file of the `kind` episodes of iteration `iter` in run directory `out`.
+pub fn episode_log_path(out: &Path, kind: EpisodeKind, iter: u32) -> PathBuf {
+    out.join(EPISODES_DIR)
+        .join(format!("{}-{iter:06}.jsonl", kind.as_str()))
+}
+
+/// Writes `episodes`, reset with `options`, as the `kind` log of iteration `iter` in run
+/// directory `out`.
+pub fn write_episode_log(
+    out: &Path,
+    (kind, iter): (EpisodeKind, u32),
+    episodes: &[Episode],
+    options: &ResetOptions,
+    tokenizer: &Tokenizer,
+) -> Result<()> {
+    let logs = episodes
+        .iter()
+        .enumerate()
+        .map(|(index, e)| EpisodeLog::of(e, (kind, iter, index), options, tokenizer))
+        .collect::<Result<Vec<_>>>()?;
+    write_episode_logs(out, (kind, iter), &logs)
+}
+
+/// Writes `logs` as the `kind` log of iteration `iter` in run directory `out` (beside, then
+/// renamed into place).
+pub fn write_episode_logs(
+    out: &Path,
+    (kind, iter): (EpisodeKind, u32),
+    logs: &[EpisodeLog],
+) -> Result<()> {
+    let path = episode_log_path(out, kind, iter);
+    let dir = out.join(EPISODES_DIR);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let mut text = String::new();
+    for log in logs {
+        text.push_str(&serde_json::to_string(log).expect("an episode log serialises"));
+        text.push('\n');
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
