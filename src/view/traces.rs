@@ -283,4 +283,50 @@ mod tests {
         );
         assert_eq!(breaks(&calls)[2].as_ref().unwrap().common_tokens, 3);
     }
+
+    #[test]
+    fn a_trace_store_is_listed_and_a_rollout_shows_its_calls_and_breaks() {
+        let dir = std::env::temp_dir().join(format!("sandgym-view-traces-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("traces.db");
+        let writer = crate::proxy::TraceWriter::open(&db).unwrap();
+        let sys = json!({"role": "system", "content": "s"});
+        let user = json!({"role": "user", "content": "q"});
+        writer
+            .record(call(0, json!([sys, user]), vec![1, 2], vec![3]))
+            .unwrap();
+        writer
+            .record(call(
+                1,
+                json!([sys, {"role": "user", "content": "other"}]),
+                vec![1, 5],
+                vec![6],
+            ))
+            .unwrap();
+        writer
+            .reward(crate::proxy::RewardRecord {
+                rollout: "r".into(),
+                reward: 1.0,
+                info: json!({"success": true}),
+            })
+            .unwrap();
+        let listed = rollouts(&db);
+        assert!(listed.problems.is_empty(), "{:?}", listed.problems);
+        assert_eq!(listed.items.len(), 1);
+        let r = &listed.items[0];
+        assert_eq!(
+            (r.calls, r.breaks, r.reward, r.success),
+            (2, 1, Some(1.0), true)
+        );
+        let shown = rollout(&db, "r").unwrap();
+        assert!(shown["calls"][0]["break"].is_null());
+        assert_eq!(shown["calls"][1]["break"]["kind"], "new_context");
+        assert!(rollout(&db, "nope").unwrap_err().contains("no rollout"));
+        // Not a database: a problem, not a panic.
+        let junk = dir.join("junk.db");
+        std::fs::write(&junk, "not sqlite").unwrap();
+        assert!(!rollouts(&junk).problems.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -247,3 +247,70 @@ pub fn write_episode_logs(
     std::fs::write(&tmp, text).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandgym_policy::Turn;
+
+    #[test]
+    fn context_is_one_span_each_generated_token_its_own_with_logprob_turn_and_forcing() {
+        let tokenizer = Tokenizer::train(
+            ["the answer is forty two", "guess higher lower"]
+                .into_iter()
+                .map(String::from)
+                .cycle()
+                .take(50),
+            300,
+        )
+        .unwrap();
+        let context = tokenizer.encode("the answer is").unwrap();
+        let generated = tokenizer.encode(" forty two").unwrap();
+        let n = context.len();
+        let vocab = tokenizer.vocab_size();
+        let mut forced = vec![false; vocab];
+        forced[generated[0] as usize] = true;
+        let open = vec![true; vocab];
+        let mut episode = Episode {
+            tokens: [context.clone(), generated.clone(), context.clone()].concat(),
+            loss_mask: [vec![false; n], vec![true; generated.len()], vec![false; n]].concat(),
+            ..Episode::default()
+        };
+        episode.logprobs = vec![0.0; episode.tokens.len()];
+        episode.allowed = vec![None; episode.tokens.len()];
+        for (k, _) in generated.iter().enumerate() {
+            episode.logprobs[n + k] = -0.5 * k as f32;
+            episode.allowed[n + k] = Some(if k == 0 { forced.clone() } else { open.clone() });
+        }
+        episode.turns = vec![Turn {
+            start: n,
+            end: n + generated.len(),
+            reward: 1.0,
+        }];
+        let spans = spans(&episode, &tokenizer).unwrap();
+        assert_eq!(spans.len(), 2 + generated.len());
+        assert_eq!(spans[0].text, "the answer is");
+        assert!(!spans[0].generated && spans[0].logprob.is_none());
+        let gen_spans = &spans[1..=generated.len()];
+        assert!(gen_spans.iter().all(|s| s.generated && s.turn == Some(0)));
+        assert!(gen_spans[0].forced, "only one token was allowed");
+        assert!(gen_spans[1..].iter().all(|s| !s.forced));
+        if generated.len() > 1 {
+            assert_eq!(gen_spans[1].logprob, Some(-0.5));
+        }
+        let text: String = gen_spans.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(text.trim(), "forty two");
+        assert!(!spans.last().unwrap().generated);
+
+        let log = EpisodeLog::of(
+            &episode,
+            (EpisodeKind::Eval, 3, 1),
+            &ResetOptions::default(),
+            &tokenizer,
+        )
+        .unwrap();
+        assert_eq!((log.iter, log.index, log.turns, log.reward), (3, 1, 1, 1.0));
+        let back: EpisodeLog = serde_json::from_str(&serde_json::to_string(&log).unwrap()).unwrap();
+        assert_eq!(back, log);
+    }
+}
