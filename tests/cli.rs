@@ -1987,3 +1987,23 @@ fn recorded_episodes_replay_in_the_sandbox() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn train_killed_at_random_moments_resumes_to_a_whole_run() {
+    // `bench crash` kills `train` with SIGKILL at random moments and resumes it; the README's
+    // figure is its 20-trial run, CI runs two.
+    let out = sandgym(&["bench", "crash", "--trials", "2", "--seed", "7", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["trials"], 2, "{report}");
+    assert_eq!(report["whole_after"], 2, "{report}\n{stderr}");
+    assert_eq!(report["failures"], serde_json::json!([]), "{report}");
+    let killed: u64 = report["killed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(killed, 2, "{report}");
+}

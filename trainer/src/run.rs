@@ -222,6 +222,7 @@ impl<B: AutodiffBackend> Trainer<B> {
     ) -> Result<Self> {
         let run = read_run_config::<Value>(out)?;
         let config = run.train;
+        recover_checkpoint(out)?;
         let ckpt = out.join(CHECKPOINT);
         let state_path = ckpt.join("state.json");
         let state: RunState =
@@ -603,6 +604,33 @@ fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
             .collect(),
         dropped,
     )
+}
+
+/// Finishes a checkpoint swap that a killed process left half done. [`Trainer::save`] writes
+/// the new checkpoint beside (`.checkpoint.tmp`, its `state.json` last), moves the old one
+/// aside (`.checkpoint.old`), moves the new one in and removes the old one; a kill between the
+/// two moves leaves no `checkpoint/`. Then a whole new checkpoint (its `state.json` readable)
+/// is moved in, else the old one is moved back. A `checkpoint/` that exists is left as it is.
+fn recover_checkpoint(out: &Path) -> Result<()> {
+    let ckpt = out.join(CHECKPOINT);
+    if ckpt.exists() {
+        return Ok(());
+    }
+    let whole = |dir: &Path| {
+        std::fs::read_to_string(dir.join("state.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<RunState>(&t).ok())
+            .is_some()
+    };
+    for candidate in [
+        out.join(format!(".{CHECKPOINT}.tmp")),
+        out.join(format!(".{CHECKPOINT}.old")),
+    ] {
+        if whole(&candidate) {
+            return std::fs::rename(&candidate, &ckpt).map_err(io(&ckpt));
+        }
+    }
+    Ok(())
 }
 
 /// Reads a run directory's `config.json`, its run description as an `M` (`Value` reads any).

@@ -1,5 +1,6 @@
 //! `sandgym bench`: whole-pipeline figures, each against a baseline measured in the same run.
 
+mod crash;
 mod env_server;
 mod proxy;
 
@@ -28,6 +29,9 @@ pub enum What {
     /// round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent at growing
     /// numbers of concurrent sessions.
     EnvServer,
+    /// `train` killed with SIGKILL at random moments, then resumed: how many of `--trials`
+    /// runs end whole (every iteration logged once, the checkpoint at the last iteration).
+    Crash,
 }
 
 /// Options of `sandgym bench`.
@@ -51,6 +55,12 @@ pub struct Args {
     /// `bench env-server`: leave out cases with more concurrent sessions than this.
     #[arg(long, default_value_t = 1024)]
     max_sessions: usize,
+    /// `bench crash`: kill-and-resume trials.
+    #[arg(long, default_value_t = 20)]
+    trials: usize,
+    /// `bench crash`: the seed the kill times are drawn from.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
     /// Requests per second `bench proxy` sends (and `bench env-server`'s open-loop case).
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
@@ -69,6 +79,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
+        What::Crash => crash::run(args.trials, args.seed)?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
         What::EnvServer => match args.soak {
             Some(episodes) => env_server::soak(episodes)?,

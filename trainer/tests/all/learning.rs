@@ -310,6 +310,41 @@ fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage(
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A process killed in the middle of a checkpoint swap (the old checkpoint moved aside, the
+/// new one not yet moved in) leaves a run that resumes: from the new checkpoint when it was
+/// whole, else from the old one.
+#[test]
+fn a_checkpoint_swap_cut_short_by_a_kill_resumes() {
+    let mut c = config(Algo::Grpo, 3);
+    c.rollout.tasks_per_iter = 2;
+    c.rollout.group_size = 2;
+    let out = tmp("swap-cut");
+    let mut t = trainer(&out, c.clone(), initial());
+    t.step().unwrap();
+    t.step().unwrap();
+    drop(t);
+    let ckpt = out.join("checkpoint");
+    let resume = || {
+        Trainer::<CpuTrain>::resume(
+            &out,
+            crate::guess_envs(c.episodes_per_iter(), MAX),
+            ResetOptions::default(),
+            sandgym_policy::select_device(),
+        )
+        .map(|t| t.iteration())
+    };
+    // Killed after the old one went aside: the new one (iteration 2) is whole in `.tmp`.
+    std::fs::rename(&ckpt, out.join(".checkpoint.tmp")).unwrap();
+    assert_eq!(resume().unwrap(), 2);
+    assert!(ckpt.join("state.json").is_file());
+    // Killed while the new one was being written (no state.json yet): the old one comes back.
+    std::fs::rename(&ckpt, out.join(".checkpoint.old")).unwrap();
+    std::fs::create_dir_all(out.join(".checkpoint.tmp/policy")).unwrap();
+    assert_eq!(resume().unwrap(), 2);
+    assert!(ckpt.join("state.json").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// A damaged checkpoint makes `resume` an error naming the file, never a panic.
 #[test]
 fn a_damaged_optimizer_state_is_an_error_on_resume() {

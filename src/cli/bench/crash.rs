@@ -1,0 +1,180 @@
+//! `sandgym bench crash`: `train` killed with SIGKILL at random moments — during the SFT
+//! warm-start, an iteration, an evaluation or a checkpoint write — then resumed (or, killed
+//! before its first checkpoint, started again into the same directory), trial after trial.
+//! Each trial must end with a whole run: every iteration logged exactly once and in order,
+//! the last checkpoint at the last iteration, every episode log readable.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sandgym::env_api::SplitMix64;
+use serde_json::{Map, Value, json};
+
+const ITERS: u32 = 4;
+
+/// The small run each trial makes: guess-number in the sandbox, the tiny model, a
+/// checkpoint and an evaluation after every iteration.
+fn train_args(out: &Path, config: &Path) -> Vec<String> {
+    [
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--model",
+        "tiny",
+        "--iters",
+        &ITERS.to_string(),
+        "--config",
+        &config.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+        "--eval-episodes",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn sandgym(args: &[String]) -> std::io::Result<std::process::Child> {
+    Command::new(std::env::current_exe()?)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+}
+
+/// Runs to the end; the error is its stderr's last line.
+fn finish(args: &[String]) -> Result<(), String> {
+    let out = sandgym(args)
+        .and_then(|c| c.wait_with_output())
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let text = String::from_utf8_lossy(&out.stderr);
+        Err(text.lines().last().unwrap_or("failed").to_owned())
+    }
+}
+
+/// What a killed run directory held: where the kill landed.
+fn stage(out: &Path) -> String {
+    let state = std::fs::read_to_string(out.join("checkpoint/state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    match state {
+        Some(s) => format!("after checkpoint {}", s["iter"]),
+        None if out.join(".checkpoint.old").exists()
+            || out.join(".checkpoint.tmp/state.json").exists() =>
+        {
+            "in a checkpoint swap".into()
+        }
+        None if out.join("config.json").exists() => "before the first checkpoint".into(),
+        None => "before the run existed".into(),
+    }
+}
+
+/// Checks a finished run directory is whole.
+fn whole(out: &Path) -> Result<(), String> {
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).map_err(|e| e.to_string())?;
+    let iters: Vec<u64> = metrics
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .map_err(|e| format!("metrics.jsonl: {e}"))
+                .map(|v| v["iter"].as_u64().unwrap_or(0))
+        })
+        .collect::<Result<_, _>>()?;
+    let want: Vec<u64> = (1..=u64::from(ITERS)).collect();
+    if iters != want {
+        return Err(format!("metrics.jsonl has iterations {iters:?}"));
+    }
+    let state: Value = std::fs::read_to_string(out.join("checkpoint/state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or("no readable checkpoint/state.json")?;
+    if state["iter"] != u64::from(ITERS) {
+        return Err(format!("the checkpoint is at iteration {}", state["iter"]));
+    }
+    for i in 1..=ITERS {
+        let log = out.join(format!("episodes/train-{i:06}.jsonl"));
+        let text = std::fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            serde_json::from_str::<sandgym::trainer::EpisodeLog>(line)
+                .map_err(|e| format!("{} line {}: {e}", log.display(), n + 1))?;
+        }
+    }
+    Ok(())
+}
+
+/// `trials` kill-and-resume trials in a temporary directory, the kill times drawn from `seed`.
+pub fn run(trials: usize, seed: u64) -> anyhow::Result<Map<String, Value>> {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sandgym-bench-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2, "max_turns": 3},
+            "schedule": {"save_every": 1}, "eval": {"every": 1, "episodes": 2}}"#,
+    )?;
+    // An uninterrupted run: how long a whole run takes, the range kills are drawn from.
+    let reference = dir.join("reference");
+    let clock = Instant::now();
+    finish(&train_args(&reference, &config))
+        .map_err(|e| anyhow::anyhow!("the reference run failed: {e}"))?;
+    let full = clock.elapsed();
+    whole(&reference).map_err(|e| anyhow::anyhow!("the reference run is not whole: {e}"))?;
+    let mut rng = SplitMix64::new(seed);
+    let mut stages: Map<String, Value> = Map::new();
+    let mut failures = Vec::new();
+    let (mut resumed, mut restarted) = (0, 0);
+    for trial in 0..trials {
+        let out = dir.join(format!("trial-{trial}"));
+        let args = train_args(&out, &config);
+        let at = Duration::from_secs_f64(full.as_secs_f64() * (rng.below(1000) as f64 / 1000.0));
+        let mut child = sandgym(&args)?;
+        std::thread::sleep(at);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let landed = stage(&out);
+        let seen = stages.get(&landed).and_then(Value::as_u64).unwrap_or(0);
+        stages.insert(landed.clone(), json!(seen + 1));
+        let can_resume = landed.starts_with("after") || landed == "in a checkpoint swap";
+        let result = if can_resume {
+            resumed += 1;
+            finish(&["train".into(), "--resume".into(), out.display().to_string()])
+        } else {
+            restarted += 1;
+            finish(&args)
+        }
+        .and_then(|()| whole(&out));
+        match result {
+            Ok(()) => eprintln!(
+                "trial {trial}: killed at {:.1} s ({landed}): whole",
+                at.as_secs_f64()
+            ),
+            Err(e) => {
+                eprintln!(
+                    "trial {trial}: killed at {:.1} s ({landed}): {e}",
+                    at.as_secs_f64()
+                );
+                failures.push(json!({"trial": trial, "killed_at_s": at.as_secs_f64(), "stage": landed, "error": e}));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut m = Map::new();
+    m.insert("trials".into(), json!(trials));
+    m.insert("whole_run_s".into(), json!(full.as_secs_f64()));
+    m.insert("resumed".into(), json!(resumed));
+    m.insert("restarted".into(), json!(restarted));
+    m.insert("killed".into(), Value::Object(stages));
+    m.insert("whole_after".into(), json!(trials - failures.len()));
+    m.insert("failures".into(), Value::Array(failures));
+    Ok(m)
+}
