@@ -211,7 +211,13 @@ impl Tokenizer {
     /// Loads from `tokenizer.json` text; the chat format is detected from its special tokens
     /// (see [`ChatFormat`]).
     pub fn from_json(json: &str) -> Result<Self> {
-        let inner: HfTokenizer = json.parse().map_err(err)?;
+        // The tokenizers crate panics on some malformed files (an `unwrap` in its decoder
+        // deserialisation, found by fuzzing); a bad file is an error here, not a crash.
+        let inner: HfTokenizer = std::panic::catch_unwind(|| json.parse::<HfTokenizer>())
+            .map_err(|_| {
+                PolicyError::Tokenizer("tokenizer.json is malformed (its parser gave up)".into())
+            })?
+            .map_err(err)?;
         let format = ChatFormat::detect(&inner)?;
         Ok(Self {
             inner,

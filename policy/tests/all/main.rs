@@ -14,6 +14,48 @@ use sandgym_env_sql::{SqlAgentEnv, SqlBaseline};
 use sandgym_env_support::{SupportBaseline, SupportEnv};
 use sandgym_policy::{ActionLimits, Template, Tokenizer, ToolCallGrammar, canonical_json};
 
+/// `bytes` damaged at random, as a fuzzer would: bytes overwritten, the file cut, junk
+/// inserted, or an 8-byte field set to a huge number — mostly in the first KiB, where headers
+/// and metadata are.
+pub fn mutate_bytes(bytes: &[u8], rng: &mut SplitMix64) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    let span = |rng: &mut SplitMix64, len: usize| {
+        if rng.below(4) == 0 {
+            rng.below(len.max(1) as u64) as usize
+        } else {
+            rng.below(len.clamp(1, 1024) as u64) as usize
+        }
+    };
+    match rng.below(4) {
+        0 => {
+            for _ in 0..1 + rng.below(8) {
+                let at = span(rng, b.len());
+                if let Some(x) = b.get_mut(at) {
+                    *x = rng.next_u64() as u8;
+                }
+            }
+        }
+        1 => {
+            let at = span(rng, b.len());
+            b.truncate(at);
+        }
+        2 => {
+            let at = span(rng, b.len()).min(b.len());
+            let junk: Vec<u8> = (0..1 + rng.below(16))
+                .map(|_| rng.next_u64() as u8)
+                .collect();
+            b.splice(at..at, junk);
+        }
+        _ => {
+            let at = span(rng, b.len().saturating_sub(8));
+            if at + 8 <= b.len() {
+                b[at..at + 8].copy_from_slice(&(u64::MAX >> rng.below(40)).to_le_bytes());
+            }
+        }
+    }
+    b
+}
+
 /// Baseline episodes of both envs, recorded.
 pub fn episodes() -> &'static Vec<(Vec<ToolSpec>, Trajectory)> {
     static EPISODES: OnceLock<Vec<(Vec<ToolSpec>, Trajectory)>> = OnceLock::new();

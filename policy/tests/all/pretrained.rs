@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use sandgym_env_api::SplitMix64;
 use sandgym_policy::pretrained::{
     self, GgufFile, KnownModel, TensorType, dequantize, unpermute_rotary,
 };
@@ -256,10 +257,8 @@ impl GgufWriter {
     }
 }
 
-/// The tiny Llama written as llama.cpp's converter would (names, reversed dims, q/k rows
-/// permuted, tokenizer in the metadata) must import to the same logits as its safetensors.
-#[test]
-fn a_gguf_of_the_tiny_llama_matches_transformers() {
+/// The tiny Llama fixture as a GGUF file's bytes.
+fn tiny_llama_gguf() -> Vec<u8> {
     let dir = fixtures().join("tiny-llama");
     let config: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
@@ -351,8 +350,16 @@ fn a_gguf_of_the_tiny_llama_matches_transformers() {
         };
         w.tensor_f32(&rename(&name), &shape, &values);
     }
+    w.finish()
+}
+
+/// The tiny Llama written as llama.cpp's converter would (names, reversed dims, q/k rows
+/// permuted, tokenizer in the metadata) must import to the same logits as its safetensors.
+#[test]
+fn a_gguf_of_the_tiny_llama_matches_transformers() {
+    let dir = fixtures().join("tiny-llama");
     let path = tempdir("gguf").join("tiny.gguf");
-    std::fs::write(&path, w.finish()).unwrap();
+    std::fs::write(&path, tiny_llama_gguf()).unwrap();
     let loaded = pretrained::load::<Cpu>(path.to_str().unwrap(), &Default::default()).unwrap();
     assert_eq!(loaded.info.format, "gguf");
     let expected = expected(&dir);
@@ -430,4 +437,59 @@ fn smollm2_matches_transformers() {
         let seq = [ids.clone(), out[0].tokens.clone()].concat();
         assert_eq!(&seq[ids.len()..], greedy.as_slice(), "{text}");
     }
+}
+
+/// Mutation fuzzing of the import paths: random bytes overwritten, inserted or cut in a GGUF
+/// file, a safetensors file and a config, and in a sandgym checkpoint's files. Each load is
+/// a model or an error, never a panic (burn's loader panics on some records; the checkpoint
+/// load keeps that inside the call).
+#[test]
+fn mutated_model_files_load_or_fail_never_panic() {
+    let mut rng = SplitMix64::new(0xF022);
+    let mutate = crate::mutate_bytes;
+    let device = Default::default();
+    let loads = |path: &Path| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pretrained::load::<Cpu>(path.to_str().unwrap(), &device).map(drop)
+        }))
+        .map_err(|_| format!("loading {} panicked", path.display()))
+    };
+    let work = tempdir("mutated");
+    // GGUF.
+    let gguf = tiny_llama_gguf();
+    let path = work.join("m.gguf");
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..150 {
+        std::fs::write(&path, mutate(&gguf, &mut rng)).unwrap();
+        match loads(&path).unwrap() {
+            Ok(()) => ok += 1,
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(
+        refused > 50,
+        "most damaged GGUF files are refused ({ok} loaded)"
+    );
+    // A Hugging Face directory: its safetensors and its config.
+    let src = fixtures().join("tiny-llama");
+    let hf = work.join("hf");
+    std::fs::create_dir_all(&hf).unwrap();
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
+        std::fs::copy(src.join(f), hf.join(f)).unwrap();
+    }
+    for file in ["model.safetensors", "config.json", "tokenizer.json"] {
+        let good = std::fs::read(src.join(file)).unwrap();
+        for _ in 0..60 {
+            std::fs::write(hf.join(file), mutate(&good, &mut rng)).unwrap();
+            loads(&hf).unwrap().ok();
+        }
+        std::fs::write(hf.join(file), &good).unwrap();
+    }
+    loads(&hf).unwrap().expect("the restored directory loads");
+    std::fs::remove_dir_all(&work).unwrap();
 }
