@@ -57,3 +57,26 @@ fn the_integration_cost_is_the_envs_source_today() {
         says(&format!("`{name}`: {lines} lines"));
     }
 }
+
+/// The baselines' row of the env table is what the baselines score today, every test task
+/// once (the figures `sandgym run --agent baseline --split test --every-task` prints).
+#[test]
+fn the_baselines_scores_are_the_readmes() {
+    use sandgym::env_api::{ResetOptions, Split};
+    for env in ["sql-agent-v0", "customer-service-v0"] {
+        let target = sandgym::EnvTarget::new(env);
+        let n = target.spec().unwrap().tasks.unwrap().test as u64;
+        let episodes = sandgym::training::baseline_episodes(
+            &target,
+            0..n,
+            &ResetOptions::split(Split::Test).cycling(),
+        )
+        .unwrap();
+        let r = sandgym::training::baseline_report(&episodes);
+        let row = format!(
+            "| `{env}` | {:.3} [{:.3}, {:.3}] of {n} | {:.3} |",
+            r.success_rate, r.success_ci95.0, r.success_ci95.1, r.mean_reward
+        );
+        says(&row);
+    }
+}

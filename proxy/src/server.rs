@@ -97,6 +97,8 @@ struct State {
     counter: AtomicU64,
     journal: Mutex<Vec<Served>>,
     generated: AtomicU64,
+    /// The most requests one `generate` call has served together.
+    largest_batch: std::sync::atomic::AtomicUsize,
     /// Message text longer than this cannot fit the context whatever it says: the context in
     /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
     /// costs a parse, not a tokenisation.
@@ -149,6 +151,7 @@ impl PolicyServer {
             counter: AtomicU64::new(0),
             journal: Mutex::new(Vec::new()),
             generated: AtomicU64::new(0),
+            largest_batch: std::sync::atomic::AtomicUsize::new(0),
         });
         {
             let state = state.clone();
@@ -215,6 +218,11 @@ impl PolicyServer {
     /// Tokens generated so far.
     pub fn generated_tokens(&self) -> u64 {
         self.state.generated.load(Ordering::Relaxed)
+    }
+
+    /// The most requests that one batched generation has answered together so far.
+    pub fn largest_batch(&self) -> usize {
+        self.state.largest_batch.load(Ordering::Relaxed)
     }
 }
 
@@ -285,6 +293,9 @@ fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
 /// at its own token budget or when its client goes. A constraint failure is the client's tool
 /// schema at fault (a 400); anything else is a 500.
 fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, HttpError> {
+    state
+        .largest_batch
+        .fetch_max(group.len(), Ordering::Relaxed);
     let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
     let mut matchers = group
         .iter()

@@ -39,9 +39,37 @@ fn one_panicking_env_among_eight_does_not_stop_the_others() {
             }
         }
     }
-    // The failed slot works again after a reset; the others kept their episodes.
+    // The failed slot works again after a reset; the others kept their episodes: their next
+    // step is what the same env, stepped alone with the same actions, gives.
     let again = vec.reset(&[(3, 1)], &ResetOptions::default());
     assert!(again[0].1.is_ok());
+    let mut actions = vec![guess(25); 8];
+    actions[3] = None;
+    let next = vec.step(actions);
+    for (i, r) in next.into_iter().enumerate() {
+        if i == 3 {
+            assert!(r.is_none());
+            continue;
+        }
+        let mut alone = GuessNumber::new();
+        alone
+            .reset(100 + i as u64, &ResetOptions::default())
+            .unwrap();
+        for _ in 0..3 {
+            let _ = alone.step(&guess(50).unwrap());
+        }
+        let want = alone.step(&guess(25).unwrap());
+        let got = r.expect("env {i} got an action");
+        match (got, want) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.observation.content, b.content, "env {i}");
+                assert_eq!(a.reward, alone.reward(), "env {i}");
+                assert_eq!(a.done, alone.done(), "env {i}");
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "env {i}"),
+            (a, b) => panic!("env {i}: {a:?} vs {b:?}"),
+        }
+    }
 }
 
 #[test]

@@ -127,6 +127,11 @@ fn concurrent_requests_are_batched_and_all_answered() {
         }
     });
     assert_eq!(server.journal().len(), 8);
+    // The requests that queued while one generation ran were generated together.
+    assert!(
+        server.largest_batch() > 1,
+        "no two requests shared a generation"
+    );
 }
 
 #[test]

@@ -124,3 +124,80 @@ fn fault_configs_are_validated_and_wrapped_envs_pass_the_checker() {
     let report = check_env(&mut env);
     assert!(report.is_ok(), "{report}");
 }
+
+/// Each damaging kind changes a real tool output the way its name says, checked against the
+/// same call on an env without faults (an identity `damage` would fail here).
+#[test]
+fn damaging_faults_damage_the_output_as_their_kind_says() {
+    let options = ResetOptions {
+        task: Some("shop-count_table-0-0".into()),
+        ..ResetOptions::default()
+    };
+    let first = Action::tool(
+        "run_sql",
+        json!({"query": "SELECT name FROM customers ORDER BY id"}),
+    );
+    let second = Action::tool(
+        "run_sql",
+        json!({"query": "SELECT id, name, category, price FROM products ORDER BY id"}),
+    );
+    let mut clean = sandgym_env_sql::SqlAgentEnv::new().unwrap();
+    clean.reset(0, &options).unwrap();
+    let clean_first = clean.step(&first).unwrap().content;
+    let clean_second = clean.step(&second).unwrap().content;
+    assert!(clean_second.lines().count() > 5, "{clean_second}");
+    let lines = |t: &str| {
+        let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
+        l.sort();
+        l
+    };
+    for kind in [
+        FaultKind::TruncatedOutput,
+        FaultKind::MalformedJson,
+        FaultKind::EmptyResult,
+        FaultKind::StaleResult,
+        FaultKind::DuplicatedOutput,
+        FaultKind::CorruptedOutput,
+        FaultKind::PartialOutput,
+        FaultKind::ReorderedLines,
+    ] {
+        let config = FaultConfig {
+            seed: 3,
+            rules: vec![FaultRule::new(kind, 1.0)],
+            sleep: false,
+        };
+        let mut env =
+            FaultInjection::new(sandgym_env_sql::SqlAgentEnv::new().unwrap(), config).unwrap();
+        env.reset(0, &options).unwrap();
+        env.step(&first).unwrap();
+        let got = env.step(&second).unwrap().content;
+        assert_ne!(got, clean_second, "{kind:?} left the output as it was");
+        let ok = match kind {
+            FaultKind::TruncatedOutput => {
+                got.len() < clean_second.len() && clean_second.starts_with(&got)
+            }
+            FaultKind::MalformedJson => {
+                got.starts_with("{\"result\": \"")
+                    && serde_json::from_str::<serde_json::Value>(&got).is_err()
+            }
+            FaultKind::EmptyResult => got.is_empty(),
+            FaultKind::StaleResult => got == clean_first,
+            FaultKind::DuplicatedOutput => got == format!("{clean_second}\n{clean_second}"),
+            FaultKind::CorruptedOutput => {
+                got.chars().count() == clean_second.chars().count()
+                    && got
+                        .chars()
+                        .zip(clean_second.chars())
+                        .all(|(g, c)| g == c || g == '\u{FFFD}')
+            }
+            FaultKind::PartialOutput => got
+                .strip_suffix("\nerror: stream interrupted")
+                .is_some_and(|head| {
+                    clean_second.starts_with(head) && head.len() < clean_second.len()
+                }),
+            FaultKind::ReorderedLines => lines(&got) == lines(&clean_second),
+            _ => unreachable!(),
+        };
+        assert!(ok, "{kind:?}: {got:?}\nclean: {clean_second:?}");
+    }
+}

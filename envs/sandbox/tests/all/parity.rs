@@ -69,9 +69,22 @@ fn snapshot_restore_into_a_new_instance_continues_identically() {
                 (fork.reward(), fork.done())
             );
         }
-        // A native env restores the guest's snapshot too: the bytes are the env's own format.
+        // A native env restores the guest's snapshot too (the bytes are the env's own
+        // format), and then plays on exactly as the guest did.
         let mut native = GuessNumber::new();
         native.restore(&snap).unwrap();
+        let mut again = wasm();
+        again.restore(&snap).unwrap();
+        assert_eq!(native.observe(), again.observe(), "seed {seed}");
+        for a in &script {
+            let x = native.step(a).map_err(|e| e.to_string());
+            let y = again.step(a).map_err(|e| e.to_string());
+            assert_eq!(x, y, "seed {seed}");
+            assert_eq!(
+                (native.reward(), native.done()),
+                (again.reward(), again.done())
+            );
+        }
     }
 }
 
