@@ -65,7 +65,7 @@ fn the_baselines_scores_are_the_readmes() {
     use sandgym::env_api::{ResetOptions, Split};
     for env in ["sql-agent-v0", "customer-service-v0"] {
         let target = sandgym::EnvTarget::new(env);
-        let n = target.spec().unwrap().tasks.unwrap().test as u64;
+        let n = target.spec().unwrap().tasks.unwrap().test;
         let episodes = sandgym::training::baseline_episodes(
             &target,
             0..n,
