@@ -154,9 +154,16 @@ fn figure(r: &LoadReport) -> Value {
 /// the growth from the end of the warm-up (the first tenth of the samples) to the end.
 pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
     const SESSIONS: usize = 64;
+    let support = Case {
+        env: "customer-service-v0",
+        action: r#"{"tool_name": "search_kb", "parameters": {"query": "refund"}}"#,
+        steps: 3,
+        ws_sessions: &[],
+        http_clients: &[],
+    };
     let sandbox = sandbox_for(SESSIONS)?;
     let mut out = Map::new();
-    for case in CASES {
+    for case in CASES.iter().chain([&support]) {
         let server = serve(&sandbox, case.env, SESSIONS)?;
         let config = LoadConfig {
             url: server.url(),
@@ -172,7 +179,9 @@ pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
             let sampler = scope.spawn(|| {
                 let mut samples = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    samples.extend(rss_mb());
+                    if let Some(rss) = rss_mb() {
+                        samples.push((rss, threads(), fds()));
+                    }
                     std::thread::sleep(Duration::from_millis(500));
                 }
                 samples
@@ -182,23 +191,46 @@ pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
             (report, sampler.join().unwrap_or_default())
         });
         let report = report?;
+        drop(server);
         let warm = samples.len() / 10;
         let growth = match (samples.get(warm), samples.last()) {
-            (Some(&a), Some(&b)) if a > 0.0 => Some(100.0 * (b - a) / a),
+            (Some(&(a, ..)), Some(&(b, ..))) if a > 0.0 => Some(100.0 * (b - a) / a),
             _ => None,
         };
+        // Threads and open files after warm-up and at the end, with every session live: a
+        // leak per episode or per session would show as growth.
+        let after_warmup = samples.get(warm).map(|&(_, t, f)| json!([t, f]));
+        let at_end = samples.last().map(|&(_, t, f)| json!([t, f]));
         out.insert(
             case.env.into(),
             json!({
                 "episodes": report.episodes,
                 "sessions_held": report.sessions_held,
                 "wall_s": (report.wall_s * 10.0).round() / 10.0,
-                "rss_mb": samples.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>(),
+                "rss_mb": samples.iter().map(|x| (x.0 * 10.0).round() / 10.0).collect::<Vec<_>>(),
                 "rss_growth_after_warmup_pct": growth.map(|g| (g * 10.0).round() / 10.0),
+                "threads_and_fds_after_warmup": after_warmup,
+                "threads_and_fds_at_end": at_end,
             }),
         );
     }
     Ok(out)
+}
+
+/// This process's threads (Linux: `/proc/self/status`; elsewhere none).
+fn threads() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// This process's open file descriptors (Linux: `/proc/self/fd`; elsewhere none).
+fn fds() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
 }
 
 /// This process's resident memory in MB (Linux: `/proc/self/status`; elsewhere none).
