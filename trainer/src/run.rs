@@ -4,8 +4,8 @@
 //! - `config.json` — the [`TrainConfig`] and the caller's description of the run (env id …);
 //! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
 //! - `eval.jsonl` — one [`EvalPoint`] per periodic evaluation (`eval_every`);
-//! - `episodes/` — the episodes of each iteration and evaluation ([`EpisodeLog`]
-//!   (crate::EpisodeLog)), as `schedule.episodes_every` asks;
+//! - `episodes/` — the episodes of each iteration and evaluation
+//!   ([`EpisodeLog`](crate::EpisodeLog)), as `schedule.episodes_every` asks;
 //! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
 //! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.mpk` and `state.json`,
 //!   replaced atomically (written beside, then renamed);
