@@ -46,7 +46,7 @@ fn apt_install(packages: &[&str], why: &str) {
     );
     let install = || {
         Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(["install", "-y", "-q"])
             .args(packages)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()

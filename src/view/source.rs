@@ -278,13 +278,21 @@ impl Source {
     /// The run's metrics and evaluations, as JSON objects (whatever fields they have).
     pub fn metrics(&self) -> Value {
         if self.kind != SourceKind::Run {
-            return json!({"metrics": [], "evals": [], "problems": []});
+            return json!({"metrics": [], "evals": [], "closing": null, "problems": []});
         }
         let m: Partial<Value> = read_jsonl(&self.path.join("metrics.jsonl"), true);
         let e: Partial<Value> = read_jsonl(&self.path.join("eval.jsonl"), false);
         let mut problems = m.problems;
         problems.extend(e.problems);
-        json!({"metrics": m.items, "evals": e.items, "problems": problems})
+        // The closing table (`train` writes it when the run ends).
+        let path = self.path.join("closing_eval.json");
+        let closing = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str::<Value>(&text)
+                .map_err(|e| problems.push(format!("{}: {e}", path.display())))
+                .ok(),
+            Err(_) => None,
+        };
+        json!({"metrics": m.items, "evals": e.items, "closing": closing, "problems": problems})
     }
 
     /// The episode files of a run, in order (train and eval by iteration, closing last).

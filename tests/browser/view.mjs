@@ -64,10 +64,11 @@ try {
   check(charts.every((c) => c.canvas), "every chart has a canvas");
   const reward = charts.find((c) => c.id === "chart-reward_mean");
   check(reward.points === iterations, `reward curve has ${iterations} points (got ${reward.points})`);
-  if (evaluations > 0) {
-    const success = charts.find((c) => c.id === "chart-success_rate");
-    check(success.series === 2, "success chart has the sampled and the evaluation series");
-  }
+  const closingFile = path.join(runDir, "closing_eval.json");
+  const closing = fs.existsSync(closingFile) ? JSON.parse(fs.readFileSync(closingFile, "utf8")) : null;
+  const wantSeries = 1 + (evaluations > 0 ? 1 : 0) + (closing && closing.policy ? 1 : 0) + (closing && closing.baseline ? 1 : 0);
+  const success = charts.find((c) => c.id === "chart-success_rate");
+  check(success.series === wantSeries, `success chart: sampled, evaluation and closing series (${wantSeries}, got ${success.series})`);
   await page.screenshot({ path: path.join(outDir, "curves.png") });
 
   // Two clicks from the curves: the failed episodes of the last evaluation.

@@ -61,7 +61,7 @@ for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", (
 // ---------- curves ----------
 const CURVES = [
   ["reward_mean", "Reward (mean of the iteration's episodes)"],
-  ["success_rate", "Success: sampled, and the fixed-seed evaluation"],
+  ["success_rate", "Success: sampled, the fixed-seed evaluations, the closing one"],
   ["entropy", "Entropy of the sampling distribution"],
   ["kl_ref", "KL to the reference policy"],
   ["ppo_kl", "KL between sampling and updated policy"],
@@ -75,7 +75,7 @@ function chartSize(div) {
   return { width: Math.max(300, div.clientWidth - 12), height: 220 };
 }
 
-function renderCharts(metrics, evals) {
+function renderCharts(metrics, evals, closing) {
   const box = document.getElementById("charts");
   box.replaceChildren();
   charts = [];
@@ -86,30 +86,46 @@ function renderCharts(metrics, evals) {
       : "No iterations logged yet (metrics.jsonl); the page updates as the run goes.";
   } else {
     note.textContent = `${metrics.length} iterations` + (evals.length ? `, ${evals.length} evaluations` : "") +
+      (closing && closing.policy ? `; closing evaluation: policy ${closing.policy.success_rate.toFixed(3)}` + (closing.baseline ? `, baseline ${closing.baseline.success_rate.toFixed(3)}` : "") : "") +
       ". Drag to zoom, double-click to reset; hover for values.";
   }
   if (metrics.length === 0) return;
   const xs = metrics.map((m) => m.iter);
   for (const [key, title] of CURVES) {
     const ys = metrics.map((m) => (typeof m[key] === "number" ? m[key] : null));
-    const series = [{ label: "iteration" }, { label: key, stroke: "#2459c9", width: 2, points: { show: xs.length < 60 } }];
+    const series = [{ label: "iteration" }, { label: key, stroke: "#2459c9", width: 2, spanGaps: true, points: { show: xs.length < 60 } }];
     const data = [xs, ys];
     let points = xs.length;
-    if (key === "success_rate" && evals.length) {
-      // The evaluation points sit on the iterations they were taken after (0: before training).
-      const allX = [...new Set([...xs, ...evals.map((e) => e.iter)])].sort((a, b) => a - b);
-      const byIter = new Map(metrics.map((m) => [m.iter, m.success_rate]));
-      const evalBy = new Map(evals.map((e) => [e.iter, e.success_rate]));
-      data.splice(0, 2, allX, allX.map((x) => byIter.has(x) ? byIter.get(x) : null), allX.map((x) => evalBy.has(x) ? evalBy.get(x) : null));
+    if (key === "success_rate" && (evals.length || closing)) {
+      // The evaluation points sit on the iterations they were taken after (0: before
+      // training); the closing evaluation's policy and baseline on the last iteration.
+      const last = xs[xs.length - 1];
+      const allX = [...new Set([...xs, ...evals.map((e) => e.iter), last])].sort((a, b) => a - b);
+      const at = (pairs) => { const m = new Map(pairs); return allX.map((x) => (m.has(x) ? m.get(x) : null)); };
+      data.splice(0, 2, allX, at(metrics.map((m) => [m.iter, m.success_rate])));
       series[1].label = "sampled";
-      series.push({ label: "evaluation (greedy)", stroke: "#c62828", width: 2, points: { show: true } });
+      if (evals.length) {
+        data.push(at(evals.map((e) => [e.iter, e.success_rate])));
+        series.push({ label: "evaluation (greedy)", stroke: "#c62828", width: 2, spanGaps: true, points: { show: true } });
+      }
+      if (closing && closing.policy) {
+        data.push(at([[last, closing.policy.success_rate]]));
+        series.push({ label: "closing: policy", stroke: "#1a7f37", width: 0, points: { show: true, size: 9 } });
+      }
+      if (closing && closing.baseline) {
+        data.push(at([[last, closing.baseline.success_rate]]));
+        series.push({ label: "closing: baseline", stroke: "#7a5af8", width: 0, points: { show: true, size: 9 } });
+      }
       points = allX.length;
     }
     const div = el("div", { class: "chart", id: `chart-${key}`, "data-points": String(points), "data-series": String(series.length - 1) }, el("h3", { text: title }));
     box.append(div);
-    const yValues = (u, vals) => vals.map((v) => (v === null ? "" : Math.abs(v) >= 1000 || (v !== 0 && Math.abs(v) < 0.01) ? v.toPrecision(2) : String(+v.toFixed(3))));
+    const yValues = (u, vals) => vals.map((v) => (v === null ? ""
+      : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en")
+      : v !== 0 && Math.abs(v) < 0.01 ? v.toPrecision(2)
+      : String(+v.toFixed(3))));
     const opts = {
-      ...chartSize(div), series, spanGaps: true,
+      ...chartSize(div), series,
       scales: { x: { time: false } },
       axes: [{ label: "iteration", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, { size: 64, values: yValues }],
       cursor: { drag: { x: true, y: false } },
@@ -122,10 +138,10 @@ function renderCharts(metrics, evals) {
 async function loadMetrics() {
   const m = await api("/api/metrics");
   setProblems("metrics", m.problems);
-  const key = JSON.stringify([m.metrics.length, m.evals.length, m.metrics.length ? m.metrics[m.metrics.length - 1].iter : 0]);
+  const key = JSON.stringify([m.metrics.length, m.evals.length, Boolean(m.closing), m.metrics.length ? m.metrics[m.metrics.length - 1].iter : 0]);
   if (key !== state.metricsKey) {
     state.metricsKey = key;
-    renderCharts(m.metrics, m.evals);
+    renderCharts(m.metrics, m.evals, m.closing);
   }
 }
 window.addEventListener("resize", () => { for (const c of charts) c.plot.setSize(chartSize(c.div)); });
