@@ -6,7 +6,7 @@ wasmtime::component::bindgen!({
     world: "env-guest",
 });
 
-pub use exports::sandgym::env::env::{EnvError as WitError, Status};
+pub use exports::sandgym::env::env::{EnvError as WitError, ErrorKind as WitErrorKind, Status};
 pub use sandgym::env::host::Level;
 
 /// The reward plugin's world (`envs/wit/reward.wit`).

@@ -8,7 +8,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use sandgym_env_api::{Action, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, WireError};
 
-use crate::bindings::{EnvGuest, Status, WitError};
+use crate::bindings::{EnvGuest, Status, WitError, WitErrorKind};
 use crate::host::HostState;
 use crate::{CpuLimit, Guest, Limits, Result, SandboxError};
 
@@ -55,8 +55,37 @@ impl std::fmt::Debug for WasmEnv {
     }
 }
 
+/// The error a guest reported: its detail as the guest library sends it (`WireError` JSON,
+/// the same typed error and message as a native run). A detail that is not one — a guest
+/// written against the WIT contract directly, or a broken one — keeps the class the WIT
+/// `kind` gives (so an invalid action stays the agent's mistake) and says what the guest sent,
+/// an empty detail included.
 fn wit_to_env_error(e: WitError) -> EnvError {
-    EnvError::from(WireError::from_json(&e.detail))
+    if let Ok(wire) = serde_json::from_str::<WireError>(&e.detail) {
+        let error = EnvError::from(wire);
+        if !error.to_string().trim().is_empty() {
+            return error;
+        }
+    }
+    let kind = match e.kind {
+        WitErrorKind::InvalidAction => sandgym_env_api::ErrorKind::InvalidAction,
+        WitErrorKind::Usage => sandgym_env_api::ErrorKind::Usage,
+        WitErrorKind::Episode => sandgym_env_api::ErrorKind::Episode,
+        WitErrorKind::Other => sandgym_env_api::ErrorKind::Other,
+    };
+    let detail = e.detail.trim();
+    let message = if detail.is_empty() {
+        "the env reported an error without a message".to_owned()
+    } else {
+        let shown: String = detail.chars().take(500).collect();
+        let more = if shown.len() < detail.len() {
+            " …"
+        } else {
+            ""
+        };
+        format!("the env reported: {shown}{more}")
+    };
+    EnvError::Remote { kind, message }
 }
 
 fn status(s: Status) -> Done {
@@ -457,5 +486,35 @@ impl Env for WasmEnv {
         self.reset_once = true;
         self.sync()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod wit_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_error_that_is_not_wire_json_keeps_its_wit_kind_and_says_what_came() {
+        let e = wit_to_env_error(WitError {
+            kind: WitErrorKind::InvalidAction,
+            detail: "no such tool".into(),
+        });
+        assert!(e.is_invalid_action(), "{e:?}");
+        assert!(e.to_string().contains("no such tool"), "{e}");
+        let empty = wit_to_env_error(WitError {
+            kind: WitErrorKind::Episode,
+            detail: "  ".into(),
+        });
+        assert_eq!(empty.kind(), sandgym_env_api::ErrorKind::Episode);
+        assert!(empty.to_string().contains("without a message"), "{empty}");
+        let wire = WireError::from(&EnvError::InvalidOptions {
+            reason: "bad split".into(),
+        })
+        .to_json();
+        let typed = wit_to_env_error(WitError {
+            kind: WitErrorKind::Other,
+            detail: wire,
+        });
+        assert!(matches!(typed, EnvError::InvalidOptions { .. }), "{typed:?}");
     }
 }

@@ -478,3 +478,60 @@ fn hostile_reward() {
         .unwrap_err();
     assert!(err.to_string().contains("export_reward!"), "{err}");
 }
+
+/// The WIT boundary fuzzed: a guest that answers every call with arbitrary values (see
+/// envs/guests/garbage). Over many seeds, each call gives a value or a typed error — never a
+/// panic, never a non-finite reward or a malformed observation passed on as if it were fine —
+/// and both the accepted and the refused paths are exercised.
+#[test]
+fn garbage() {
+    use sandgym_env_api::{Action, ResetOptions};
+    let guest = crate::sandbox()
+        .load(sandgym_guest_artifacts::GARBAGE.wasm)
+        .unwrap();
+    let (mut made, mut refused, mut steps_ok, mut steps_err) = (0, 0, 0, 0);
+    for seed in 0..300u64 {
+        let config: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_value(serde_json::json!({"seed": seed})).unwrap();
+        let mut env = match guest.instantiate(&config) {
+            Ok(env) => env,
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                refused += 1;
+                continue;
+            }
+        };
+        made += 1;
+        assert_eq!(env.spec().id.to_string(), "garbage-v0");
+        for round in 0..3 {
+            let _ = env.reset(seed + round, &ResetOptions::default());
+            let _ = env.observe();
+            for _ in 0..4 {
+                match env.step(&Action::tool("x", serde_json::json!({}))) {
+                    Ok(_) => {
+                        steps_ok += 1;
+                        assert!(
+                            env.reward().is_finite(),
+                            "seed {seed}: a non-finite reward passed"
+                        );
+                    }
+                    Err(e) => {
+                        steps_err += 1;
+                        assert!(!e.to_string().is_empty(), "seed {seed}: {e:?}");
+                    }
+                }
+                let _ = env.done();
+            }
+            if let Ok(snap) = env.snapshot() {
+                let _ = env.restore(&snap);
+            }
+            let _ = env.restore(&[0xFF; 17]);
+        }
+    }
+    assert!(made > 100 && refused > 20, "made {made}, refused {refused}");
+    // (Most steps fail: a garbage answer ends the instance, a random status ends the episode.)
+    assert!(
+        steps_ok > 50 && steps_err > 100,
+        "steps ok {steps_ok}, failed {steps_err}"
+    );
+}
