@@ -515,6 +515,9 @@ mod wit_error_tests {
             kind: WitErrorKind::Other,
             detail: wire,
         });
-        assert!(matches!(typed, EnvError::InvalidOptions { .. }), "{typed:?}");
+        assert!(
+            matches!(typed, EnvError::InvalidOptions { .. }),
+            "{typed:?}"
+        );
     }
 }
