@@ -1,6 +1,7 @@
 //! The dashboard in a real browser: a small training run, `sandgym view` on it, and
 //! `tests/browser/view.mjs` driving headless Chromium through the page (curves, the failed
-//! episodes of the last evaluation, an episode, replay, the baseline, a label); then
+//! episodes of the last evaluation, an episode, replay, the baseline, a label), and over a
+//! recording proxy's trace store (a rollout, its drift break marked); then
 //! `sandgym sft --data labels.jsonl` trains on the label the browser wrote — the loop closed.
 //!
 //! It needs Chromium and Node.js. Missing ones are installed from Debian's packages when the
@@ -128,6 +129,55 @@ impl Drop for View {
     }
 }
 
+/// A trace store with one rewarded rollout of three calls; the third call's prompt breaks from
+/// the conversation (the harness cut the tool output).
+fn write_traces(db: &Path) {
+    use sandgym::proxy::{CallRecord, RewardRecord, TraceWriter};
+    use serde_json::json;
+    let writer = TraceWriter::open(db).unwrap();
+    let sys = json!({"role": "system", "content": "You answer with SQL."});
+    let user = json!({"role": "user", "content": "How many orders?"});
+    let reply = json!({"role": "assistant", "content": "SELECT COUNT(*) FROM orders"});
+    let calls = [
+        (json!([sys, user]), vec![1, 2, 3], vec![4, 5]),
+        (
+            json!([sys, user, reply, {"role": "tool", "content": "42, and much more"}]),
+            vec![1, 2, 3, 4, 5, 6],
+            vec![7],
+        ),
+        (
+            json!([sys, user, reply, {"role": "tool", "content": "42 (cut)"}]),
+            vec![1, 2, 3, 4, 5, 9],
+            vec![8],
+        ),
+    ];
+    for (seq, (messages, prompt, completion)) in calls.into_iter().enumerate() {
+        writer
+            .record(CallRecord {
+                rollout: "run-1".into(),
+                seq: seq as i64,
+                at_us: seq as i64 * 1000,
+                path: "/v1/chat/completions".into(),
+                status: 200,
+                request: json!({"messages": messages}).to_string(),
+                response: json!({"choices": [{"message": {"role": "assistant", "content": "SELECT COUNT(*) FROM orders"}}]}).to_string(),
+                logprobs: Some(vec![-0.1; completion.len()]),
+                prompt_ids: Some(prompt),
+                completion_ids: Some(completion),
+                upstream_us: 500,
+                total_us: 700,
+            })
+            .unwrap();
+    }
+    writer
+        .reward(RewardRecord {
+            rollout: "run-1".into(),
+            reward: 1.0,
+            info: json!({"success": true}),
+        })
+        .unwrap();
+}
+
 #[test]
 fn the_dashboard_works_in_a_real_browser_and_its_labels_train() {
     let chromium = chromium();
@@ -175,6 +225,7 @@ fn the_dashboard_works_in_a_real_browser_and_its_labels_train() {
 
     let view = View::start(&run);
     let shots = kit.join("shots");
+    let _ = std::fs::remove_dir_all(&shots);
     let out = Command::new("node")
         .arg("view.mjs")
         .args([
@@ -204,6 +255,43 @@ fn the_dashboard_works_in_a_real_browser_and_its_labels_train() {
         assert!(shots.join(shot).is_file(), "screenshot {shot}");
     }
     drop(view);
+
+    // The recording proxy's traces: a rollout whose harness cut a tool output mid-way.
+    let db = kit.join("traces.db");
+    let _ = std::fs::remove_file(&db);
+    write_traces(&db);
+    let traces = View::start(&db);
+    let out = Command::new("node")
+        .args([
+            "view.mjs",
+            "--traces",
+            traces.1.as_str(),
+            shots.to_str().unwrap(),
+            "1",
+        ])
+        .env("CHROMIUM", &chromium)
+        .current_dir(&kit)
+        .output()
+        .expect("run node");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("browser test passed"),
+        "{text}"
+    );
+    drop(traces);
+    for shot in [
+        "curves.png",
+        "episode.png",
+        "side-by-side.png",
+        "labels.png",
+        "traces.png",
+    ] {
+        assert!(shots.join(shot).is_file(), "screenshot {shot}");
+    }
 
     // The label the browser wrote trains: sft on labels.jsonl from the run's policy.
     let labels = run.join("labels.jsonl");

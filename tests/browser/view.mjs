@@ -11,9 +11,44 @@ import { chromium } from "playwright-core";
 import fs from "node:fs";
 import path from "node:path";
 
+const launch = () => chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+
+// `node view.mjs --traces URL OUT_DIR BREAKS`: the page over a trace store — its rollouts, one
+// opened, its drift breaks marked.
+if (process.argv[2] === "--traces") {
+  const [, , , url, outDir, breaks] = process.argv;
+  fs.mkdirSync(outDir, { recursive: true });
+  const browser = await launch();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1300, height: 800 } });
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(url);
+    await page.waitForSelector("tr.episode-row");
+    const rows = await page.$$eval("tr.episode-row", (rs) => rs.length);
+    if (rows !== 1) throw new Error(`check failed: one rollout listed (got ${rows})`);
+    await page.click("tr.episode-row");
+    await page.waitForSelector("#episode-detail .step");
+    const marked = await page.$$eval("#episode-detail .break", (b) => b.map((x) => x.textContent));
+    if (marked.length !== Number(breaks)) throw new Error(`check failed: ${breaks} breaks marked (got ${marked.length})`);
+    if (!marked.every((t) => /new training segment/.test(t))) throw new Error(`check failed: breaks say so: ${marked}`);
+    console.log(`ok: the rollout's ${breaks} drift breaks are marked: ${marked.join(" | ")}`);
+    await page.screenshot({ path: path.join(outDir, "traces.png") });
+    if (errors.length) throw new Error(`check failed: script errors ${errors}`);
+  } finally {
+    await browser.close();
+  }
+  console.log("browser test passed");
+  process.exit(0);
+}
+
 const [url, runDir, outDir] = process.argv.slice(2);
 if (!url || !runDir || !outDir) {
-  console.error("usage: node view.mjs URL RUN_DIR OUT_DIR");
+  console.error("usage: node view.mjs URL RUN_DIR OUT_DIR | node view.mjs --traces URL OUT_DIR BREAKS");
   process.exit(2);
 }
 fs.mkdirSync(outDir, { recursive: true });
@@ -40,11 +75,7 @@ const lastEvalFailed = jsonl(path.join(runDir, "episodes", lastEval)).filter((e)
 const labelsFile = path.join(runDir, "labels.jsonl");
 const labelsBefore = fs.existsSync(labelsFile) ? jsonl(labelsFile).length : 0;
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 const errors = [];
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });

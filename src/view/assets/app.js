@@ -214,7 +214,10 @@ function renderEpisodeList() {
 function renderRollouts() {
   const table = document.getElementById("episodes-table");
   table.tHead.replaceChildren(el("tr", {}, ["rollout", "calls", "reward", "outcome", "breaks"].map((h) => el("th", { text: h }))));
-  document.getElementById("episode-count").textContent = `${state.rollouts.length} rollouts`;
+  // The episode filters do not apply to a trace store's rollouts.
+  for (const l of document.querySelectorAll("#filters label")) l.hidden = true;
+  document.getElementById("failed-last-eval").hidden = true;
+  document.getElementById("episode-count").textContent = `${state.rollouts.length} rollout${state.rollouts.length === 1 ? "" : "s"}`;
   table.tBodies[0].replaceChildren(...state.rollouts.map((r) => el("tr", { class: "episode-row", "data-id": r.id, onclick: () => openRollout(r.id) },
     el("td", { text: r.id }), el("td", { text: r.calls }), el("td", { text: fmt(r.reward) }),
     el("td", {}, el("span", { class: r.success ? "ok" : "bad", text: r.reward === null ? "no reward" : r.success ? "success" : "failed" })),
