@@ -109,10 +109,16 @@ fn id_of(Query(params): Params) -> Result<String, (StatusCode, String)> {
 async fn summary(State(app): State<Arc<App>>) -> Response {
     blocking(app, |app| {
         let (config, problems) = app.source.run_config();
+        // A run trained through the recording proxy keeps its traces beside its episodes.
+        let traces = (app.source.kind == SourceKind::Run)
+            .then(|| app.source.path.join("traces.db"))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string());
         Ok(json!({
             "kind": app.source.kind,
             "path": app.source.path.display().to_string(),
             "config": config,
+            "traces": traces,
             "labels": app.labels.display().to_string(),
             "problems": problems,
         }))

@@ -390,7 +390,8 @@ async function start() {
     const run = state.summary.config && state.summary.config.run;
     const train = state.summary.config && state.summary.config.train;
     document.getElementById("source").textContent = `${state.summary.kind}: ${state.summary.path}` +
-      (run ? ` · env ${run.env} · model ${run.model}` : "") + (train ? ` · ${train.algo}` : "");
+      (run ? ` · env ${run.env} · model ${run.model}` : "") + (train ? ` · ${train.algo}` : "") +
+      (state.summary.traces ? ` · its proxy traces: sandgym view ${state.summary.traces}` : "");
     document.getElementById("labels-path").textContent = state.summary.labels;
     if (state.summary.kind !== "run") showTab("episodes");
   } catch (err) { setProblems("summary", [err.message]); }
