@@ -33,6 +33,8 @@ pub(super) struct App {
     pub source: Source,
     pub labels: std::path::PathBuf,
     pub env: Option<EnvTarget>,
+    /// Served on a loopback address: requests must name a loopback host.
+    pub loopback: bool,
 }
 
 /// A JSON answer, or an error as `{"error": "…"}` with its status.
@@ -92,7 +94,52 @@ pub(super) fn router(app: Arc<App>) -> Router {
     router
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .fallback(|| async { respond(Err(not_found("no such page"))) })
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            same_origin_only,
+        ))
         .with_state(app)
+}
+
+/// Refuses what a page of another site could make a browser send here: a request naming a
+/// host other than loopback while the dashboard listens on loopback (DNS rebinding), and a
+/// POST whose body is not declared JSON (a form or plain-text POST needs no CORS preflight,
+/// so any page could send one; a JSON one from another origin is stopped by the browser,
+/// since this server answers no preflight).
+async fn same_origin_only(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers();
+    let text = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (host, content_type) = (text(header::HOST), text(header::CONTENT_TYPE));
+    let post = request.method() == axum::http::Method::POST;
+    if app.loopback {
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => host.as_str(),
+        };
+        if !matches!(name, "localhost" | "127.0.0.1" | "[::1]") {
+            return respond(Err((
+                StatusCode::FORBIDDEN,
+                format!("this dashboard answers requests for localhost, not `{host}`"),
+            )));
+        }
+    }
+    if post && !content_type.starts_with("application/json") {
+        return respond(Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST requests here carry `content-type: application/json`".into(),
+        )));
+    }
+    next.run(request).await
 }
 
 /// The `?id=` of a request, whatever else it has.
@@ -359,13 +406,14 @@ mod tests {
     fn get(addr: std::net::SocketAddr, path: &str) -> String {
         exchange(
             addr,
-            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+            format!("GET {path} HTTP/1.1\r\nhost: localhost:1\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
         )
     }
 
     fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> String {
         let mut r = format!(
-            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             body.len()
         )
         .into_bytes();

@@ -102,6 +102,7 @@ impl ViewServer {
             source,
             labels,
             env: config.env,
+            loopback: addr.ip().is_loopback(),
         }));
         let listener = {
             let _guard = runtime.enter();

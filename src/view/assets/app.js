@@ -334,7 +334,7 @@ async function openEpisode(id) {
       el("button", { id: "replay-btn", onclick: async () => {
         replayOut.textContent = "Replaying in the sandbox…";
         try {
-          const r = await api(`/api/replay?id=${encodeURIComponent(id)}`, { method: "POST" });
+          const r = await api(`/api/replay?id=${encodeURIComponent(id)}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
           replayOut.className = "result " + (r.reproduced ? "ok" : "bad");
           replayOut.textContent = r.reproduced ? `Reproduced: ${r.steps} steps on ${r.env} (${r.backend}), step for step.`
             : `Diverged at step ${r.step}: ${r.what}`;
@@ -343,7 +343,7 @@ async function openEpisode(id) {
       el("button", { id: "baseline-btn", onclick: async () => {
         baselineOut.replaceChildren(el("p", { class: "note", text: "Playing the scripted baseline…" }));
         try {
-          const b = await api(`/api/baseline?id=${encodeURIComponent(id)}`, { method: "POST" });
+          const b = await api(`/api/baseline?id=${encodeURIComponent(id)}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
           const head = (who, ok, reward) => el("h4", {}, who, " · ", el("span", { class: ok ? "ok" : "bad", text: ok ? "success" : "failed" }), ` · reward ${fmt(reward, 4)}`);
           baselineOut.replaceChildren(el("div", { class: "side-by-side" },
             el("div", {}, head("policy", e.success, e.reward), renderSteps(e.records)),
