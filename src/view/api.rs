@@ -145,12 +145,16 @@ async fn same_origin_only(
 /// The `?id=` of a request, whatever else it has.
 type Params = Query<std::collections::HashMap<String, String>>;
 
-fn id_of(Query(params): Params) -> Result<String, (StatusCode, String)> {
-    params
-        .get("id")
-        .filter(|id| !id.is_empty())
-        .cloned()
-        .ok_or_else(|| bad("give ?id=EPISODE"))
+/// Runs `work` on the request's `?id=` on a blocking thread; no id is a 400.
+async fn with_id(
+    app: Arc<App>,
+    Query(params): Params,
+    work: impl FnOnce(&App, String) -> Answer + Send + 'static,
+) -> Response {
+    match params.get("id").filter(|id| !id.is_empty()).cloned() {
+        Some(id) => blocking(app, move |app| work(app, id)).await,
+        None => respond(Err(bad("give ?id=EPISODE"))),
+    }
 }
 
 async fn summary(State(app): State<Arc<App>>) -> Response {
@@ -192,11 +196,7 @@ async fn episodes(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn episode(State(app): State<Arc<App>>, params: Params) -> Response {
-    let id = match id_of(params) {
-        Ok(id) => id,
-        Err(e) => return respond(Err(e)),
-    };
-    blocking(app, move |app| match app.source.kind {
+    with_id(app, params, move |app, id| match app.source.kind {
         SourceKind::Traces => traces::rollout(&app.source.path, &id).map_err(not_found),
         _ => app
             .source
@@ -251,11 +251,7 @@ fn reset_options(log: &EpisodeLog) -> ResetOptions {
 }
 
 async fn replay(State(app): State<Arc<App>>, params: Params) -> Response {
-    let id = match id_of(params) {
-        Ok(id) => id,
-        Err(e) => return respond(Err(e)),
-    };
-    blocking(app, move |app| {
+    with_id(app, params, move |app, id| {
         let log = app.log(&id)?;
         let (target, backend) = app.target(&log)?;
         let env_id = target.id().map_err(|e| bad(e.to_string()))?;
@@ -286,11 +282,7 @@ async fn replay(State(app): State<Arc<App>>, params: Params) -> Response {
 }
 
 async fn baseline(State(app): State<Arc<App>>, params: Params) -> Response {
-    let id = match id_of(params) {
-        Ok(id) => id,
-        Err(e) => return respond(Err(e)),
-    };
-    blocking(app, move |app| {
+    with_id(app, params, move |app, id| {
         let log = app.log(&id)?;
         let (target, _) = app.target(&log)?;
         let env_id = target.id().map_err(|e| bad(e.to_string()))?;

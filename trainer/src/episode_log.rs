@@ -165,14 +165,11 @@ fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
             .iter()
             .position(|t| (t.start..t.end).contains(&at))
     };
-    for (at, &id) in episode.tokens.iter().enumerate() {
-        if !episode.loss_mask.get(at).copied().unwrap_or(false) {
-            context.push(id);
-            continue;
-        }
+    // The context read since the last generated token, as one span.
+    let flush = |context: &mut Vec<u32>, out: &mut Vec<TokenSpan>| -> Result<()> {
         if !context.is_empty() {
             out.push(TokenSpan {
-                text: tokenizer.decode(&context)?,
+                text: tokenizer.decode(context)?,
                 generated: false,
                 logprob: None,
                 forced: false,
@@ -180,6 +177,14 @@ fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
             });
             context.clear();
         }
+        Ok(())
+    };
+    for (at, &id) in episode.tokens.iter().enumerate() {
+        if !episode.loss_mask.get(at).copied().unwrap_or(false) {
+            context.push(id);
+            continue;
+        }
+        flush(&mut context, &mut out)?;
         let forced = episode
             .allowed
             .get(at)
@@ -193,15 +198,7 @@ fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
             turn: turn_of(at),
         });
     }
-    if !context.is_empty() {
-        out.push(TokenSpan {
-            text: tokenizer.decode(&context)?,
-            generated: false,
-            logprob: None,
-            forced: false,
-            turn: None,
-        });
-    }
+    flush(&mut context, &mut out)?;
     Ok(out)
 }
 
