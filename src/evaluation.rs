@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::env_api::Split;
 use crate::policy::pretrained;
 use crate::trainer::{
-    EpisodeKind, EpisodeLog, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate,
+    EpisodeKind, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate,
 };
 use crate::training::{baseline_episodes, baseline_report, env_batch};
 use crate::{Backend, EnvTarget};
@@ -23,12 +23,15 @@ pub struct Comparison {
     pub policy: EvalReport,
     /// The scripted baseline (`None` for an env without one).
     pub baseline: Option<EvalReport>,
-    /// The policy's episodes.
+    /// The policy's episodes, token by token.
     #[serde(skip)]
-    pub episodes: Vec<crate::env_api::Trajectory>,
-    /// The logs of the policy's episodes (steps, tokens, log-probs).
+    pub played: Vec<crate::trainer::Episode>,
+    /// The options they were reset with.
     #[serde(skip)]
-    pub logs: Vec<crate::trainer::EpisodeLog>,
+    pub options: crate::env_api::ResetOptions,
+    /// The policy's tokenizer (to read `played`'s tokens).
+    #[serde(skip)]
+    pub tokenizer: crate::policy::Tokenizer,
 }
 
 /// Evaluates the policy in `dir` (a checkpoint, or a pretrained model's name or path; greedy)
@@ -60,23 +63,12 @@ pub fn compare<B: BurnBackend>(
         Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
         None => None,
     };
-    let logs = played
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            EpisodeLog::of(
-                e,
-                (EpisodeKind::Closing, 0, i),
-                &options,
-                engine.tokenizer(),
-            )
-        })
-        .collect::<crate::trainer::Result<Vec<_>>>()?;
     Ok(Comparison {
         policy,
         baseline,
-        episodes: played.into_iter().map(|e| e.trajectory).collect(),
-        logs,
+        played,
+        options,
+        tokenizer: engine.tokenizer().clone(),
     })
 }
 
@@ -131,11 +123,13 @@ pub fn closing<B: BurnBackend>(
     let eval = |dir: &Path| compare::<B>(dir, &target, split, episodes, &settings, wasm, device);
     let trained = eval(&crate::trainer::policy_dir(out))?;
     // The episodes the table counts, for the dashboard.
-    let iter = run.train.schedule.iters;
-    let logs: Vec<EpisodeLog> = (trained.logs.into_iter())
-        .map(|log| EpisodeLog { iter, ..log })
-        .collect();
-    crate::trainer::write_episode_logs(out, (EpisodeKind::Closing, iter), &logs)?;
+    crate::trainer::write_episode_log(
+        out,
+        (EpisodeKind::Closing, run.train.schedule.iters),
+        &trained.played,
+        &trained.options,
+        &trained.tokenizer,
+    )?;
     let zero_shot = if rows.zero_shot && run.run.pretrained() {
         Some(eval(Path::new(&run.run.model))?.policy)
     } else {

@@ -122,8 +122,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
-        for t in &report.episodes {
-            t.write_jsonl(&mut f)?;
+        for e in &report.played {
+            e.trajectory.write_jsonl(&mut f)?;
         }
     }
     if args.json {

@@ -227,7 +227,7 @@ pub fn write_episode_log(
 
 /// Writes `logs` as the `kind` log of iteration `iter` in run directory `out` (beside, then
 /// renamed into place).
-pub fn write_episode_logs(
+fn write_episode_logs(
     out: &Path,
     (kind, iter): (EpisodeKind, u32),
     logs: &[EpisodeLog],

@@ -39,7 +39,6 @@ pub use config::{
 };
 pub use episode_log::{
     EPISODES_DIR, EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log,
-    write_episode_logs,
 };
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
