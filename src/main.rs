@@ -6,6 +6,13 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// mimalloc instead of the system allocator: a training pass allocates and frees tensors of
+/// megabytes to hundreds of megabytes by the thousand, which glibc's malloc hands back to the
+/// kernel (mmap/munmap) and then faults in, zeroed, again (measured: 7% of a pass's CPU time in
+/// clearing pages); mimalloc keeps and reuses them.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// sandgym: LLM-agent harnesses as sandboxed RL environments.
 #[derive(Debug, Parser)]
 #[command(name = "sandgym", version, about, long_about = None)]

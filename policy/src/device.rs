@@ -3,12 +3,15 @@
 use std::fmt;
 use std::str::FromStr;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 
 use crate::{PolicyError, Result};
 
-/// The CPU backend for inference (ndarray).
-pub type Cpu = NdArray<f32>;
+/// The CPU backend for inference: burn-flex (f32). Its matmuls run on the `gemm` crate and
+/// take transposed and strided views without copying, and its elementwise ops work in place
+/// on tensors nobody else holds; on SmolLM2-135M (`sandgym bench policy`) it decodes twice as
+/// fast as burn-ndarray did (101 against 46 tokens/s at batch 64).
+pub type Cpu = Flex<f32>;
 /// The CPU backend for training.
 pub type CpuTrain = Autodiff<Cpu>;
 
@@ -20,7 +23,7 @@ pub type Gpu = burn::backend::Cuda<f32>;
 pub type GpuTrain = Autodiff<Gpu>;
 
 /// The device of the default (CPU) backend.
-pub fn select_device() -> burn::backend::ndarray::NdArrayDevice {
+pub fn select_device() -> burn::backend::flex::FlexDevice {
     Default::default()
 }
 
@@ -36,7 +39,7 @@ pub fn select_device() -> burn::backend::ndarray::NdArrayDevice {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
-    /// ndarray on the CPU (always available).
+    /// burn-flex on the CPU (always available).
     #[default]
     Cpu,
     /// burn-cuda on the first NVIDIA GPU (feature `cuda`, libcuda present).

@@ -223,58 +223,83 @@ pub struct Block<B: Backend> {
     rope_interleaved: bool,
 }
 
-/// The rotary angles of a forward pass's positions, computed once and shared by every block.
+/// The rotary embedding of a forward pass's positions, computed once and shared by every
+/// block.
+///
+/// Rotating a head is `x·cos + rot(x)·sin`, with `rot` the signed permutation that pairs the
+/// dimensions (`rotate_half` or interleaved pairs) written as a `[head_dim, head_dim]` matrix,
+/// and `cos`/`sin` laid out like the projections' output (`[batch, seq, heads, head_dim]`,
+/// repeated over the heads). Every op is then a same-shape elementwise op or one small GEMM
+/// over contiguous data: the narrow/concatenate form over `[batch, heads, seq, half]` views,
+/// broadcast over the heads, ran on the CPU backends' scalar strided paths and cost more than
+/// the block's projections.
 #[derive(Clone, Debug)]
 struct Rotary<B: Backend> {
-    /// `[batch, 1, seq, head_dim / 2]`.
-    cos: Tensor<B, 4>,
-    /// `[batch, 1, seq, head_dim / 2]`.
-    sin: Tensor<B, 4>,
+    /// `[batch, seq, n_heads, head_dim]`, then the same over `n_kv_heads`.
+    cos: [Tensor<B, 4>; 2],
+    /// Like `cos`.
+    sin: [Tensor<B, 4>; 2],
+    /// `[head_dim, head_dim]`: `x · rot` is `rotate_half(x)` (or its interleaved form).
+    rot: Tensor<B, 2>,
 }
 
 impl<B: Backend> Rotary<B> {
-    /// Pair `i` of a `d`-dimensional head turns at frequency `theta^(-2i/d)`.
+    /// Pair `i` of a `d`-dimensional head turns at frequency `theta^(-2i/d)`; `interleaved`
+    /// pairs dimensions `(2i, 2i + 1)`, else `(i, i + d/2)` (Hugging Face's `rotate_half`).
     ///
     /// # Shapes
     /// - `positions`: `[batch, seq]`
-    fn new(positions: &Tensor<B, 2, Int>, theta: f64, d: usize) -> Self {
+    fn new(
+        positions: &Tensor<B, 2, Int>,
+        theta: f64,
+        d: usize,
+        interleaved: bool,
+        heads: [usize; 2],
+    ) -> Self {
         let [b, t] = positions.dims();
         let device = positions.device();
         let half = d / 2;
-        let inv: Vec<f32> = (0..half)
-            .map(|i| (theta.powf(-(2.0 * i as f64) / d as f64)) as f32)
-            .collect();
-        let inv = Tensor::<B, 1>::from_floats(inv.as_slice(), &device).reshape([1, 1, half]);
-        let angles = positions.clone().float().reshape([b, t, 1]) * inv; // [b, t, half]
+        // The frequency of each of the `d` dimensions, in the layout the pairing uses.
+        let freq = |j: usize| {
+            let pair = if interleaved { j / 2 } else { j % half };
+            theta.powf(-(2.0 * pair as f64) / d as f64) as f32
+        };
+        let inv: Vec<f32> = (0..d).map(freq).collect();
+        let inv = Tensor::<B, 1>::from_floats(inv.as_slice(), &device).reshape([1, 1, 1, d]);
+        let angles = positions.clone().float().reshape([b, t, 1, 1]) * inv; // [b, t, 1, d]
+        let (cos, sin) = (angles.clone().cos(), angles.sin());
+        let spread = |x: &Tensor<B, 4>| heads.map(|h| x.clone().repeat_dim(2, h));
+        // rot[i][j] = 1 where output j takes +x_i, -1 where it takes -x_i.
+        let mut rot = vec![0f32; d * d];
+        for j in 0..d {
+            let (from, sign) = match (interleaved, j) {
+                (true, j) if j % 2 == 0 => (j + 1, -1.0),
+                (true, j) => (j - 1, 1.0),
+                (false, j) if j < half => (j + half, -1.0),
+                (false, j) => (j - half, 1.0),
+            };
+            rot[from * d + j] = sign;
+        }
         Self {
-            cos: angles.clone().cos().unsqueeze_dim::<4>(1),
-            sin: angles.sin().unsqueeze_dim::<4>(1),
+            cos: spread(&cos),
+            sin: spread(&sin),
+            rot: Tensor::from_data(burn::tensor::TensorData::new(rot, [d, d]), &device),
         }
     }
 
-    /// Rotates `x`, pairing dimensions `(2i, 2i + 1)` when `interleaved`, else `(i, i + d/2)`
-    /// (Hugging Face's `rotate_half`).
+    /// Rotates `x`, whose heads are the query heads (`kv` false) or the key/value heads.
     ///
     /// # Shapes
-    /// - `x`: `[batch, heads, seq, head_dim]`
-    fn apply(&self, x: Tensor<B, 4>, interleaved: bool) -> Tensor<B, 4> {
-        let [b, h, t, d] = x.dims();
-        let half = d / 2;
-        let (cos, sin) = (self.cos.clone(), self.sin.clone());
-        if interleaved {
-            let pairs = x.reshape([b, h, t, half, 2]);
-            let even = pairs.clone().narrow(4, 0, 1).reshape([b, h, t, half]);
-            let odd = pairs.narrow(4, 1, 1).reshape([b, h, t, half]);
-            let rot_even = even.clone() * cos.clone() - odd.clone() * sin.clone();
-            let rot_odd = even * sin + odd * cos;
-            Tensor::stack::<5>(vec![rot_even, rot_odd], 4).reshape([b, h, t, d])
-        } else {
-            let first = x.clone().narrow(3, 0, half); // [b, h, t, half]
-            let second = x.narrow(3, half, half);
-            let rot_first = first.clone() * cos.clone() - second.clone() * sin.clone();
-            let rot_second = first * sin + second * cos;
-            Tensor::cat(vec![rot_first, rot_second], 3)
-        }
+    /// - `x`: `[batch, seq, heads, head_dim]`
+    fn apply(&self, x: Tensor<B, 4>, kv: bool) -> Tensor<B, 4> {
+        let i = usize::from(kv);
+        let [b, t, h, d] = x.dims();
+        let turned = x
+            .clone()
+            .reshape([b * t * h, d])
+            .matmul(self.rot.clone())
+            .reshape([b, t, h, d]);
+        x * self.cos[i].clone() + turned * self.sin[i].clone()
     }
 }
 
@@ -299,7 +324,8 @@ impl<B: Backend> Block<B> {
     /// # Shapes
     /// - `x`: `[batch, seq, d_model]`
     /// - `rotary`: the angles of the `seq` positions
-    /// - `bias`: `[batch, 1, seq, past + seq]` (0 where attention is allowed, -inf elsewhere)
+    /// - `bias`: `[batch, heads, seq, past + seq]` (0 where attention is allowed, -inf
+    ///   elsewhere; [`PolicyModel::forward`] repeats its `[batch, 1, …]` bias over the heads)
     fn forward(
         &self,
         x: Tensor<B, 3>,
@@ -310,20 +336,25 @@ impl<B: Backend> Block<B> {
         let [b, t, _] = x.dims();
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let normed = self.attn_norm.forward(x.clone());
-        let q = self
-            .project(LoraTarget::Q, &self.wq, normed.clone())
-            .reshape([b, t, h, hd])
+        // Rotated in the projections' own `[b, t, heads, hd]` layout, then viewed head-major.
+        let q = rotary
+            .apply(
+                self.project(LoraTarget::Q, &self.wq, normed.clone())
+                    .reshape([b, t, h, hd]),
+                false,
+            )
             .swap_dims(1, 2); // [b, h, t, hd]
-        let k = self
-            .project(LoraTarget::K, &self.wk, normed.clone())
-            .reshape([b, t, kvh, hd])
+        let k = rotary
+            .apply(
+                self.project(LoraTarget::K, &self.wk, normed.clone())
+                    .reshape([b, t, kvh, hd]),
+                true,
+            )
             .swap_dims(1, 2); // [b, kvh, t, hd]
         let v = self
             .project(LoraTarget::V, &self.wv, normed)
             .reshape([b, t, kvh, hd])
             .swap_dims(1, 2);
-        let q = rotary.apply(q, self.rope_interleaved);
-        let k = rotary.apply(k, self.rope_interleaved);
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
@@ -340,7 +371,7 @@ impl<B: Backend> Block<B> {
             .matmul(k.swap_dims(2, 3))
             .div_scalar((hd as f64).sqrt())
             .reshape([b, h, t, total])
-            + bias.clone(); // [b, h, t, total]
+            + bias.clone(); // [b, h, t, total]; the bias comes repeated over the heads
         let attn = softmax(scores, 3)
             .reshape([b, kvh, group * t, total])
             .matmul(v)
@@ -412,7 +443,17 @@ impl<B: Backend> PolicyModel<B> {
         let Some(first) = self.blocks.first() else {
             return x;
         };
-        let rotary = Rotary::new(&positions, first.rope_theta, first.head_dim);
+        let rotary = Rotary::new(
+            &positions,
+            first.rope_theta,
+            first.head_dim,
+            first.rope_interleaved,
+            [first.n_heads, first.n_kv_heads],
+        );
+        // The bias repeated over the heads once for every block: adding a `[b, 1, t, total]`
+        // bias to `[b, h, t, total]` scores broadcasts over a middle dimension, which the CPU
+        // backend runs element by element; same-shaped tensors add at memory speed.
+        let bias = bias.repeat_dim(1, first.n_heads);
         for (i, block) in self.blocks.iter().enumerate() {
             let layer = cache.as_deref_mut().map(|c| c.layer(i));
             x = block.forward(x, &rotary, &bias, layer);
@@ -434,12 +475,12 @@ impl<B: Backend> PolicyModel<B> {
             None => {
                 let table = self.embed.weight.val(); // [vocab, d]
                 let vocab = table.dims()[0];
-                // [vocab, d] · [d, b·t]: the large table stays contiguous (multiplying by its
-                // transposed view made one decoding step ~1.7 s on ndarray).
-                // `x` transposed into a contiguous matrix first: burn would otherwise copy it
-                // inside the product (measured: 295 ms against 139 ms at 64 rows).
-                let xt = rows.clone().transpose().reshape([d, b * t]);
-                table.matmul(xt).transpose().reshape([b, t, vocab])
+                // `[b·t, d] · [d, vocab]` against the table's transposed view: burn-flex hands
+                // the strides to its GEMM (no copy of the table) and the logits come out
+                // contiguous, so nothing downstream copies the largest tensor of a pass.
+                rows.clone()
+                    .matmul(table.transpose())
+                    .reshape([b, t, vocab])
             }
         };
         Output {
