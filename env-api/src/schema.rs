@@ -239,6 +239,27 @@ impl Schema {
             && lo > hi
         {
             out.push(format!("{path}: minimum {lo} exceeds maximum {hi}"));
+        } else if matches!(self.ty, Some(SchemaType::Integer | SchemaType::Number))
+            && self.number_range().is_none()
+        {
+            out.push(format!(
+                "{path}: no {} satisfies the bounds (minimum {:?}, maximum {:?}, \
+                 exclusiveMinimum {:?}, exclusiveMaximum {:?}{})",
+                if self.ty == Some(SchemaType::Integer) {
+                    "integer"
+                } else {
+                    "number"
+                },
+                self.minimum,
+                self.maximum,
+                self.exclusive_minimum,
+                self.exclusive_maximum,
+                if self.ty == Some(SchemaType::Integer) {
+                    ", within ±2^53"
+                } else {
+                    ""
+                },
+            ));
         }
         if let (Some(lo), Some(hi)) = (self.min_length, self.max_length)
             && lo > hi
@@ -311,22 +332,20 @@ impl Schema {
             None | Some(SchemaType::Null) => Value::Null,
             Some(SchemaType::Boolean) => Value::Bool(rng.below(2) == 1),
             Some(SchemaType::Integer) | Some(SchemaType::Number) => {
-                let integer = self.ty == Some(SchemaType::Integer);
-                let mut lo = self.minimum.unwrap_or(-1000.0);
-                let mut hi = self.maximum.unwrap_or(lo.max(0.0) + 1000.0);
-                if let Some(x) = self.exclusive_minimum {
-                    lo = lo.max(if integer { x.floor() + 1.0 } else { x + 1e-6 });
-                }
-                if let Some(x) = self.exclusive_maximum {
-                    hi = hi.min(if integer { x.ceil() - 1.0 } else { x - 1e-6 });
-                }
-                if integer {
-                    let (lo, hi) = (lo.ceil() as i64, hi.floor() as i64);
+                // An empty range (which `lint` reports) falls back to the lower bound.
+                let (lo, hi) = self.number_range().unwrap_or_else(|| {
+                    let lo = self.minimum.or(self.exclusive_minimum).unwrap_or(0.0);
+                    (lo, lo)
+                });
+                if self.ty == Some(SchemaType::Integer) {
+                    let (lo, hi) = (lo as i64, hi as i64);
                     let span = hi.saturating_sub(lo).max(0) as u64;
                     Value::from(lo.saturating_add(rng.below(span.saturating_add(1)) as i64))
                 } else {
-                    serde_json::Number::from_f64(lo + (hi - lo) * rng.next_f64())
-                        .map_or(Value::Null, Value::Number)
+                    // A convex combination cannot overflow, as `lo + (hi - lo)·u` can.
+                    let u = rng.next_f64();
+                    let x = (lo * (1.0 - u) + hi * u).clamp(lo, hi);
+                    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
                 }
             }
             Some(SchemaType::String) => {
@@ -350,12 +369,21 @@ impl Schema {
                         .collect(),
                 )
             }
-            Some(SchemaType::Object) => Value::Object(
-                self.properties
+            Some(SchemaType::Object) => {
+                let mut object: Map<String, Value> = self
+                    .properties
                     .iter()
                     .map(|(k, v)| (k.clone(), v.example_within(rng, budget)))
-                    .collect(),
-            ),
+                    .collect();
+                // A required name the properties do not declare takes any value.
+                for name in &self.required {
+                    if !object.contains_key(name) {
+                        *budget = budget.saturating_sub(1);
+                        object.insert(name.clone(), Value::Null);
+                    }
+                }
+                Value::Object(object)
+            }
         }
     }
 
@@ -373,6 +401,51 @@ impl Schema {
             return None;
         }
         Some(Value::Object(object))
+    }
+
+    /// The closed range `[lo, hi]` of values the number keywords admit: exclusive bounds moved
+    /// inside (to the next integer, or the next representable float), integers kept within
+    /// ±2^53 (what a JSON number carries exactly), and a missing side 1,000 from the other.
+    /// `None` when no value fits.
+    fn number_range(&self) -> Option<(f64, f64)> {
+        const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+        let integer = self.ty == Some(SchemaType::Integer);
+        let lo = [
+            self.minimum.map(|m| if integer { m.ceil() } else { m }),
+            self.exclusive_minimum.map(|m| {
+                if integer {
+                    m.floor() + 1.0
+                } else {
+                    m.next_up()
+                }
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+        let hi = [
+            self.maximum.map(|m| if integer { m.floor() } else { m }),
+            self.exclusive_maximum.map(|m| {
+                if integer {
+                    m.ceil() - 1.0
+                } else {
+                    m.next_down()
+                }
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min);
+        let (mut lo, mut hi) = match (lo, hi) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            (Some(lo), None) => (lo, lo + 1000.0),
+            (None, Some(hi)) => (hi - 1000.0, hi),
+            (None, None) => (-1000.0, 1000.0),
+        };
+        if integer {
+            (lo, hi) = (lo.max(-EXACT), hi.min(EXACT));
+        }
+        (lo.is_finite() && hi.is_finite() && lo <= hi).then_some((lo, hi))
     }
 
     fn check(&self, value: &Value, path: &str, out: &mut Vec<String>) {
@@ -514,6 +587,52 @@ fn short(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn parse(v: Value) -> Schema {
+        serde_json::from_value(v).expect("a schema")
+    }
+
+    /// Found by the `schema` fuzz target: exclusive bounds that admit nothing linted clean and
+    /// produced examples the schema rejects.
+    #[test]
+    fn bounds_that_admit_nothing_are_linted() {
+        for schema in [
+            json!({"type": "number", "exclusiveMinimum": 5.5, "exclusiveMaximum": 0.75}),
+            json!({"type": "number", "minimum": 0.5, "exclusiveMaximum": 0.5}),
+            json!({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2}),
+            json!({"type": "integer", "minimum": 1.2, "maximum": 1.8}),
+            json!({"type": "integer", "minimum": 1e300}),
+            json!({"type": "number", "exclusiveMaximum": -1e308, "minimum": -1e308}),
+        ] {
+            let lint = parse(schema.clone()).lint();
+            assert_eq!(lint.len(), 1, "{schema}: {lint:?}");
+            assert!(lint[0].contains("satisfies the bounds"), "{lint:?}");
+        }
+    }
+
+    /// Every schema that lints clean accepts its own examples, at the edges of the bounds too.
+    #[test]
+    fn clean_schemas_accept_their_examples() {
+        for schema in [
+            json!({"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 0.75}),
+            json!({"type": "number", "exclusiveMinimum": 1.0, "exclusiveMaximum": 1.0000000000000004}),
+            json!({"type": "number", "exclusiveMaximum": -5000}),
+            json!({"type": "number", "minimum": -1.7e308, "maximum": 1.7e308}),
+            json!({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 3}),
+            json!({"type": "integer", "minimum": -1e300, "maximum": 5}),
+            json!({"type": "object", "required": ["undeclared"]}),
+        ] {
+            let parsed = parse(schema.clone());
+            assert!(parsed.lint().is_empty(), "{schema}: {:?}", parsed.lint());
+            for seed in 0..50 {
+                let example = parsed.example(&mut SplitMix64::new(seed));
+                assert!(
+                    parsed.validate(&example).is_ok(),
+                    "{schema} rejects {example}"
+                );
+            }
+        }
+    }
 
     fn nested() -> Schema {
         Schema::object()
