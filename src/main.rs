@@ -9,9 +9,47 @@ mod cli;
 /// mimalloc instead of the system allocator: a training pass allocates and frees tensors of
 /// megabytes to hundreds of megabytes by the thousand, which glibc's malloc hands back to the
 /// kernel (mmap/munmap) and then faults in, zeroed, again (measured: 7% of a pass's CPU time in
-/// clearing pages); mimalloc keeps and reuses them.
+/// clearing pages); mimalloc keeps and reuses them (see [`keep_freed_memory`]).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `purge_delay` option (its index in `mi_option_e`, the same in mimalloc 2 and 3;
+/// libmimalloc-sys is pinned exactly, and names the options on either side of it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const _: () = assert!(MI_OPTION_PURGE_DELAY + 1 == libmimalloc_sys::mi_option_use_numa_nodes);
+
+/// Tells mimalloc to keep freed memory for a second before it returns it to the kernel. By
+/// default it purges memory unused for 10 ms (arenas: 100 ms), and a training pass frees
+/// tensors of hundreds of megabytes for longer than that between uses, so they were faulted
+/// in and zeroed again: `clear_page_erms` was 10% of an SFT pass's CPU time (`perf`). Never
+/// purging (-1) removed that too, but kept a process at its high-water mark for good (a
+/// customer-service evaluation of 90 long episodes at once held 23 GB); a second covers the
+/// reuse within and between passes and still gives memory back after a peak.
+/// `MIMALLOC_PURGE_DELAY` in the environment still wins.
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: mi_option_set writes one of mimalloc's option slots; the index is in range
+    // (checked at compile time against the next option, which the crate names).
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000);
+    }
+}
+
+/// OpenBLAS's worker threads spin for about 0.1 s after each product before they sleep
+/// (`OPENBLAS_THREAD_TIMEOUT`, 2^28 cycles by default), and between the policy's products the
+/// CPU runs the fused elementwise kernels on rayon's threads: on 2 cores the spinning took 18%
+/// of a forward+backward pass (`perf`: `blas_thread_server`). 2^4 cycles makes them sleep at
+/// once (forward+backward on SmolLM2-135M: 76 → 86 tokens/s). A value in the environment
+/// wins; OpenBLAS reads it when the policy loads it (`sandgym_policy::blas`).
+fn quiet_blas_threads() {
+    if std::env::var_os("OPENBLAS_THREAD_TIMEOUT").is_none() {
+        // SAFETY: the first statement of `main`, before any thread exists, so nothing reads
+        // the environment concurrently.
+        unsafe { std::env::set_var("OPENBLAS_THREAD_TIMEOUT", "4") };
+    }
+}
 
 /// sandgym: LLM-agent harnesses as sandboxed RL environments.
 #[derive(Debug, Parser)]
@@ -80,6 +118,8 @@ fn chain_text(error: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    quiet_blas_threads();
+    keep_freed_memory();
     quiet_broken_pipes();
     let cli = Cli::parse();
     sandgym::register_builtin_envs();

@@ -16,12 +16,14 @@
 //! ratio in PPO-style objectives compares like with like.
 #![deny(missing_docs)]
 
+pub mod blas;
 mod cache;
 pub mod checkpoint;
 mod constraint;
 mod device;
 mod episode;
 mod error;
+pub mod fused;
 mod lora;
 mod loss;
 mod model;

@@ -1,6 +1,5 @@
 //! Token log-probs and masked reductions, the building blocks of every policy loss.
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor};
 
@@ -27,7 +26,7 @@ pub fn token_logprobs<B: Backend>(
         scaled = scaled.mask_fill(allowed.bool_not(), MASKED);
     }
     let [b, t] = targets.dims();
-    log_softmax(scaled, 2)
+    crate::fused::log_softmax_last(scaled)
         .gather(2, targets.reshape([b, t, 1]))
         .reshape([b, t])
 }

