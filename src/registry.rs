@@ -47,7 +47,7 @@ pub const BUNDLED: &[Bundled] = &[
         baseline: Some(|| Box::new(sandgym_env_support::SupportBaseline::default())),
         demonstrator: None,
         preset: training::customer_service_preset,
-        pretrained_preset: None,
+        pretrained_preset: Some(training::customer_service_pretrained_preset),
         harness: Some(HarnessKind::Support),
         source: Some(include_str!("../envs/customer-service/src/env.rs")),
     },
