@@ -349,7 +349,10 @@ impl Schema {
                 }
             }
             Some(SchemaType::String) => {
-                let min = self.min_length.unwrap_or(1);
+                // Without a minLength, one character, unless maxLength allows none.
+                let min = self
+                    .min_length
+                    .unwrap_or_else(|| self.max_length.map_or(1, |hi| hi.min(1)));
                 let max = self.max_length.unwrap_or(min.max(8)).max(min);
                 let len = (min + rng.below(max.min(min.saturating_add(8)) - min + 1)).min(*budget);
                 *budget -= len;
@@ -731,6 +734,22 @@ mod tests {
             ..Schema::object()
         };
         assert_eq!(open.counterexample(&mut rng), None);
+    }
+
+    #[test]
+    fn a_max_length_of_zero_gives_empty_strings() {
+        // Found by the `schema` fuzz target: without a minLength the example took one
+        // character, past a maxLength of 0.
+        let s = Schema::array(Schema {
+            max_length: Some(0),
+            ..Schema::string()
+        })
+        .with_items_range(1, 3);
+        assert!(s.lint().is_empty());
+        for seed in 0..20 {
+            let v = s.example(&mut SplitMix64::new(seed));
+            assert_eq!(s.validate(&v), Ok(()), "{v}");
+        }
     }
 
     #[test]
