@@ -124,39 +124,90 @@ fn map_rows2(
     out
 }
 
-// --- softmax over the last dimension ---------------------------------------------------------
+// --- softmax and log-softmax over the last dimension ---------------------------------------
 
-fn softmax_rows(x: &[f32], width: usize) -> Vec<f32> {
-    map_rows2(x, x, width, |x, _, y| {
-        let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        if m == f32::NEG_INFINITY {
-            // A row that allows nothing: burn's composition gives NaN; keep it defined.
-            return;
-        }
-        let mut s = 0.0f32;
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = exp_neg(x - m);
-            s += *y;
-        }
-        let inv = 1.0 / s;
-        y.iter_mut().for_each(|y| *y *= inv);
-    })
-}
-
-/// `dx = y * (g - sum(g * y))` per row.
-fn softmax_backward_rows(y: &[f32], g: &[f32], width: usize) -> Vec<f32> {
-    map_rows2(y, g, width, |y, g, dx| {
-        let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
-        for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
-            *dx = y * (g - dot);
-        }
-    })
+/// A function of each row of the last dimension whose gradient needs only its output: one
+/// autodiff node ([`RowBackward`]) and one dispatch ([`row_op`]) serve every such kernel.
+trait RowKernel: std::fmt::Debug + Send + Sync + 'static {
+    /// The outputs of rows of `width` values.
+    fn forward(x: &[f32], width: usize) -> Vec<f32>;
+    /// The input gradient from the outputs `y` and their gradient `g`.
+    fn backward(y: &[f32], g: &[f32], width: usize) -> Vec<f32>;
+    /// burn's composition, for the backends without a fused kernel.
+    fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D>;
 }
 
 #[derive(Debug)]
-struct SoftmaxBackward;
+struct Softmax;
 
-impl Backward<Cpu, 1> for SoftmaxBackward {
+impl RowKernel for Softmax {
+    fn forward(x: &[f32], width: usize) -> Vec<f32> {
+        map_rows2(x, x, width, |x, _, y| {
+            let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if m == f32::NEG_INFINITY {
+                // A row that allows nothing: burn's composition gives NaN; keep it defined.
+                return;
+            }
+            let mut s = 0.0f32;
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = exp_neg(x - m);
+                s += *y;
+            }
+            let inv = 1.0 / s;
+            y.iter_mut().for_each(|y| *y *= inv);
+        })
+    }
+
+    /// `dx = y * (g - sum(g * y))` per row.
+    fn backward(y: &[f32], g: &[f32], width: usize) -> Vec<f32> {
+        map_rows2(y, g, width, |y, g, dx| {
+            let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
+            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
+                *dx = y * (g - dot);
+            }
+        })
+    }
+
+    fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+        burn::tensor::activation::softmax(x, D - 1)
+    }
+}
+
+#[derive(Debug)]
+struct LogSoftmax;
+
+impl RowKernel for LogSoftmax {
+    fn forward(x: &[f32], width: usize) -> Vec<f32> {
+        map_rows2(x, x, width, |x, _, y| {
+            let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let s: f32 = x.iter().map(|&x| exp_neg(x - m)).sum();
+            let lse = m + s.ln();
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = x - lse;
+            }
+        })
+    }
+
+    /// `dx = g - exp(y) * sum(g)` per row.
+    fn backward(y: &[f32], g: &[f32], width: usize) -> Vec<f32> {
+        map_rows2(y, g, width, |y, g, dx| {
+            let total: f32 = g.iter().sum();
+            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
+                *dx = g - exp_neg(y) * total;
+            }
+        })
+    }
+
+    fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+        burn::tensor::activation::log_softmax(x, D - 1)
+    }
+}
+
+/// The autodiff node of a [`RowKernel`]; its state is the kernel's output.
+#[derive(Debug)]
+struct RowBackward<K>(std::marker::PhantomData<K>);
+
+impl<K: RowKernel> Backward<Cpu, 1> for RowBackward<K> {
     type State = FlexTensor;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -164,114 +215,48 @@ impl Backward<Cpu, 1> for SoftmaxBackward {
         let g = contiguous(grads.consume::<Cpu>(&ops.node));
         if let Some(parent) = parent {
             let y = ops.state;
-            let width = rows_of(&y);
-            let dx = softmax_backward_rows(y.storage(), g.storage(), width);
+            let dx = K::backward(y.storage(), g.storage(), rows_of(&y));
             grads.register::<Cpu>(parent.id, tensor(dx, y.layout().shape().clone()));
         }
     }
 }
 
-fn softmax_infer(x: FlexTensor) -> FlexTensor {
+fn row_infer<K: RowKernel>(x: FlexTensor) -> FlexTensor {
     let x = contiguous(x);
-    let y = softmax_rows(x.storage(), rows_of(&x));
+    let y = K::forward(x.storage(), rows_of(&x));
     tensor(y, x.layout().shape().clone())
+}
+
+/// `K` over the last dimension: fused on the CPU backends, burn's composition elsewhere.
+fn row_op<K: RowKernel, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    match classify(x) {
+        On::Infer(x) => back(row_infer::<K>(x)),
+        On::Train(x) => {
+            let out = match RowBackward::<K>(std::marker::PhantomData)
+                .prepare::<NoCheckpointing>([x.node.clone()])
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => {
+                    let y = row_infer::<K>(x.primitive);
+                    prep.finish(y.clone(), y)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(row_infer::<K>(x.primitive)),
+            };
+            back(out)
+        }
+        On::Other(x) => K::composed(Tensor::<B, D>::from_primitive(TensorPrimitive::Float(x))),
+    }
 }
 
 /// Softmax over the last dimension (burn's `softmax(x, D - 1)`), fused on the CPU.
 pub fn softmax_last<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    match classify(x) {
-        On::Infer(x) => back(softmax_infer(x)),
-        On::Train(x) => {
-            let out = match SoftmaxBackward
-                .prepare::<NoCheckpointing>([x.node.clone()])
-                .compute_bound()
-                .stateful()
-            {
-                OpsKind::Tracked(prep) => {
-                    let y = softmax_infer(x.primitive);
-                    prep.finish(y.clone(), y)
-                }
-                OpsKind::UnTracked(prep) => prep.finish(softmax_infer(x.primitive)),
-            };
-            back(out)
-        }
-        On::Other(x) => burn::tensor::activation::softmax(
-            Tensor::<B, D>::from_primitive(TensorPrimitive::Float(x)),
-            D - 1,
-        ),
-    }
-}
-
-// --- log-softmax over the last dimension -----------------------------------------------------
-
-fn log_softmax_rows(x: &[f32], width: usize) -> Vec<f32> {
-    map_rows2(x, x, width, |x, _, y| {
-        let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let s: f32 = x.iter().map(|&x| exp_neg(x - m)).sum();
-        let lse = m + s.ln();
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = x - lse;
-        }
-    })
-}
-
-/// `dx = g - exp(y) * sum(g)` per row.
-fn log_softmax_backward_rows(y: &[f32], g: &[f32], width: usize) -> Vec<f32> {
-    map_rows2(y, g, width, |y, g, dx| {
-        let total: f32 = g.iter().sum();
-        for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
-            *dx = g - exp_neg(y) * total;
-        }
-    })
-}
-
-#[derive(Debug)]
-struct LogSoftmaxBackward;
-
-impl Backward<Cpu, 1> for LogSoftmaxBackward {
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let g = contiguous(grads.consume::<Cpu>(&ops.node));
-        if let Some(parent) = parent {
-            let y = ops.state;
-            let width = rows_of(&y);
-            let dx = log_softmax_backward_rows(y.storage(), g.storage(), width);
-            grads.register::<Cpu>(parent.id, tensor(dx, y.layout().shape().clone()));
-        }
-    }
-}
-
-fn log_softmax_infer(x: FlexTensor) -> FlexTensor {
-    let x = contiguous(x);
-    let y = log_softmax_rows(x.storage(), rows_of(&x));
-    tensor(y, x.layout().shape().clone())
+    row_op::<Softmax, B, D>(x)
 }
 
 /// Log-softmax over the last dimension (burn's `log_softmax(x, D - 1)`), fused on the CPU.
 pub fn log_softmax_last<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    match classify(x) {
-        On::Infer(x) => back(log_softmax_infer(x)),
-        On::Train(x) => {
-            let out = match LogSoftmaxBackward
-                .prepare::<NoCheckpointing>([x.node.clone()])
-                .compute_bound()
-                .stateful()
-            {
-                OpsKind::Tracked(prep) => {
-                    let y = log_softmax_infer(x.primitive);
-                    prep.finish(y.clone(), y)
-                }
-                OpsKind::UnTracked(prep) => prep.finish(log_softmax_infer(x.primitive)),
-            };
-            back(out)
-        }
-        On::Other(x) => burn::tensor::activation::log_softmax(
-            Tensor::<B, D>::from_primitive(TensorPrimitive::Float(x)),
-            D - 1,
-        ),
-    }
+    row_op::<LogSoftmax, B, D>(x)
 }
 
 // --- SwiGLU: silu(a) * b ---------------------------------------------------------------------
