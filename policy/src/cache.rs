@@ -88,6 +88,121 @@ impl<B: Backend> KvCache<B> {
     }
 }
 
+/// One sequence's keys and values with no padding, `[1, kv_heads, len, head_dim]` per layer,
+/// and the tokens they encode: a multi-turn episode's history kept from one generation to
+/// the next, so that the next turn encodes only what was added
+/// ([`generate_continuing`](crate::generate_continuing)).
+#[derive(Clone, Debug)]
+pub struct SeqCache<B: Backend> {
+    tokens: Vec<u32>,
+    layers: Vec<(Tensor<B, 4>, Tensor<B, 4>)>,
+}
+
+impl<B: Backend> SeqCache<B> {
+    /// The tokens encoded.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Whether this cache encodes a strict prefix of `prompt` (and so can continue it).
+    pub fn continues(&self, prompt: &[u32]) -> bool {
+        self.tokens.len() < prompt.len() && prompt.starts_with(&self.tokens)
+    }
+}
+
+impl<B: Backend> KvCache<B> {
+    /// Each row's valid slots (`valid[r]`) as a [`SeqCache`] of `tokens[r]`, which must be
+    /// what those slots encode, in order.
+    ///
+    /// # Panics
+    /// When a row's count of valid slots is not its count of tokens.
+    pub fn split_rows(&self, valid: &[Vec<bool>], tokens: &[Vec<u32>]) -> Vec<SeqCache<B>> {
+        let int = |values: Vec<i64>, device: &B::Device| {
+            let n = values.len();
+            Tensor::<B, 1, burn::tensor::Int>::from_data(
+                burn::tensor::TensorData::new(values, [n]),
+                device,
+            )
+        };
+        valid
+            .iter()
+            .zip(tokens)
+            .enumerate()
+            .map(|(r, (row, tokens))| {
+                let slots: Vec<i64> = (0..row.len() as i64).filter(|&j| row[j as usize]).collect();
+                assert_eq!(slots.len(), tokens.len(), "row {r}: slots and tokens");
+                let layers = self
+                    .layers
+                    .iter()
+                    .map(|l| {
+                        let (k, v) = l.kv.as_ref().expect("a filled cache");
+                        let device = k.device();
+                        let (row, slots) =
+                            (int(vec![r as i64], &device), int(slots.clone(), &device));
+                        let take = |t: &Tensor<B, 4>| {
+                            t.clone().select(0, row.clone()).select(2, slots.clone())
+                        };
+                        (take(k), take(v))
+                    })
+                    .collect();
+                SeqCache {
+                    tokens: tokens.clone(),
+                    layers,
+                }
+            })
+            .collect()
+    }
+
+    /// One batch of `rows`, each left-padded with zero slots to the longest: the cache and
+    /// each row's valid slots.
+    ///
+    /// # Panics
+    /// When `rows` is empty or its caches come from models with different layer counts.
+    pub fn stack(rows: &[&SeqCache<B>]) -> (Self, Vec<Vec<bool>>) {
+        let longest = rows
+            .iter()
+            .map(|r| r.tokens.len())
+            .max()
+            .expect("rows to stack");
+        let n_layers = rows[0].layers.len();
+        assert!(
+            rows.iter().all(|r| r.layers.len() == n_layers),
+            "layer counts differ"
+        );
+        let padded = |t: &Tensor<B, 4>, len: usize| {
+            let [_, heads, _, dim] = t.dims();
+            if len == longest {
+                t.clone()
+            } else {
+                let pad = Tensor::zeros([1, heads, longest - len, dim], &t.device());
+                Tensor::cat(vec![pad, t.clone()], 2)
+            }
+        };
+        let layers = (0..n_layers)
+            .map(|l| {
+                let (ks, vs): (Vec<_>, Vec<_>) = rows
+                    .iter()
+                    .map(|r| {
+                        let (k, v) = &r.layers[l];
+                        (padded(k, r.tokens.len()), padded(v, r.tokens.len()))
+                    })
+                    .unzip();
+                LayerCache {
+                    kv: Some((Tensor::cat(ks, 0), Tensor::cat(vs, 0))),
+                }
+            })
+            .collect();
+        let valid = rows
+            .iter()
+            .map(|r| {
+                let pad = longest - r.tokens.len();
+                (0..longest).map(|j| j >= pad).collect()
+            })
+            .collect();
+        (Self { layers }, valid)
+    }
+}
+
 /// The cache of an inference model as constants of its autodiff backend: a training forward
 /// pass continues from it, and no gradient flows into it.
 pub fn constant_cache<B: burn::tensor::backend::AutodiffBackend>(

@@ -33,7 +33,7 @@ mod sample;
 mod template;
 mod tokenizer;
 
-pub use cache::{KvCache, LayerCache, constant_cache};
+pub use cache::{KvCache, LayerCache, SeqCache, constant_cache};
 pub use constraint::{
     ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_calling,
     lark_grammar_for,
@@ -46,10 +46,10 @@ pub use error::{PolicyError, Result};
 pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel};
-pub use prefill::{Prefill, prefill};
+pub use prefill::{PREFILL_SCORES, Prefill, prefill, prefill_continuing, prefill_within};
 pub use sample::{
-    RowControl, SampleConfig, Sampled, generate, generate_with, masked_log_softmax, replay_masks,
-    sequence_logprobs,
+    RowControl, SampleConfig, Sampled, generate, generate_continuing, generate_with,
+    masked_log_softmax, replay_masks, sequence_logprobs,
 };
 pub use template::{Rendered, Template, canonical_json, tool_list};
 pub use tokenizer::{ChatFormat, Role, SPECIAL_TOKENS, Tokenizer};

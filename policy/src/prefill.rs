@@ -11,7 +11,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::cache::KvCache;
+use crate::cache::{KvCache, SeqCache};
 use crate::model::PolicyModel;
 
 /// Prompts encoded into a KV cache (see the module docs).
@@ -217,9 +217,66 @@ pub(crate) fn ints<B: Backend>(
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
+/// The most attention scores (`rows × queries × slots`, per head) one forward pass of a
+/// prefill may hold: 2^22, 16 MiB per head in f32. A longer piece is encoded in windows
+/// (chunked prefill); without the cap, 64 multi-turn episodes of ~1,400 tokens held
+/// ~4.5 GiB of scores per layer at once.
+pub const PREFILL_SCORES: usize = 1 << 22;
+
 /// Appends one left-padded piece per row to `cache` (rows already gathered) and `valid`:
 /// row `r` gets `pieces[r]` at positions `start[r]..`. Returns the outputs' last position.
+///
+/// The padded columns are encoded in windows of as many columns (at least 16) as keep each
+/// pass within `max_scores`: every window is itself a left-padded piece (padding only ever comes
+/// first), and its queries attend to the cached windows before it, so the cache, the
+/// validity and the last logits are those of one pass over the whole piece.
 fn append<B: Backend>(
+    model: &PolicyModel<B>,
+    cache: &mut KvCache<B>,
+    valid: &mut [Vec<bool>],
+    pieces: &[&[u32]],
+    start: &[i64],
+    max_scores: usize,
+    device: &B::Device,
+) -> crate::model::Output<B> {
+    let rows = pieces.len().max(1);
+    let width = pieces.iter().map(|p| p.len()).max().unwrap_or(0).max(1);
+    let past = valid.first().map_or(0, Vec::len);
+    let window = (max_scores / (rows * (past + width))).max(16).min(width);
+    let mut from = 0;
+    loop {
+        let to = (from + window).min(width);
+        let (sub, sub_start) = window_of(pieces, start, width, from, to);
+        let out = append_piece(model, cache, valid, &sub, &sub_start, device);
+        if to == width {
+            return out;
+        }
+        from = to;
+    }
+}
+
+/// Columns `from..to` of `pieces` left-padded to `width`: each row's tokens there and the
+/// position of the first.
+fn window_of<'a>(
+    pieces: &[&'a [u32]],
+    start: &[i64],
+    width: usize,
+    from: usize,
+    to: usize,
+) -> (Vec<&'a [u32]>, Vec<i64>) {
+    pieces
+        .iter()
+        .zip(start)
+        .map(|(p, &s)| {
+            let pad = width - p.len();
+            let (a, b) = (from.saturating_sub(pad), to.saturating_sub(pad));
+            (&p[a..b], s + a as i64)
+        })
+        .unzip()
+}
+
+/// [`append`] in one forward pass.
+fn append_piece<B: Backend>(
     model: &PolicyModel<B>,
     cache: &mut KvCache<B>,
     valid: &mut [Vec<bool>],
@@ -252,6 +309,21 @@ fn append<B: Backend>(
 pub fn prefill<B: Backend>(
     model: &PolicyModel<B>,
     prompts: &[Vec<u32>],
+    device: &B::Device,
+) -> Prefill<B> {
+    prefill_within(model, prompts, PREFILL_SCORES, device)
+}
+
+/// [`prefill`] with each forward pass holding at most `max_scores` attention scores per head
+/// (`rows × queries × slots`; at least 16 queries a pass): a long level of the tree is
+/// encoded in windows, each attending to the ones before it, with the same result.
+///
+/// # Panics
+/// When `prompts` is empty or holds an empty prompt.
+pub fn prefill_within<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    max_scores: usize,
     device: &B::Device,
 ) -> Prefill<B> {
     assert!(!prompts.is_empty(), "no prompts to encode");
@@ -331,7 +403,9 @@ pub fn prefill<B: Backend>(
             .iter()
             .map(|k| k.map_or(0, |n| nodes[n].start as i64))
             .collect();
-        append(model, &mut cache, &mut valid, &pieces, &start, device);
+        append(
+            model, &mut cache, &mut valid, &pieces, &start, max_scores, device,
+        );
         keys = level_keys;
     }
     // Last, every distinct prompt's final token, which gives its logits.
@@ -355,7 +429,9 @@ pub fn prefill<B: Backend>(
     }
     let last: Vec<&[u32]> = uniq.iter().map(|p| &p[p.len() - 1..]).collect();
     let start: Vec<i64> = uniq.iter().map(|p| p.len() as i64 - 1).collect();
-    let out = append(model, &mut cache, &mut valid, &last, &start, device);
+    let out = append(
+        model, &mut cache, &mut valid, &last, &start, max_scores, device,
+    );
     let vocab = out.logits.dims()[2];
     let mut logits = out.logits.reshape([uniq.len(), vocab]);
     // Back to one row per prompt.
@@ -373,6 +449,46 @@ pub fn prefill<B: Backend>(
         valid,
         next_pos: prompts.iter().map(|p| p.len() as i64).collect(),
         logits,
+    }
+}
+
+/// Continues each row's cached sequence `bases[r]` (which must encode a strict prefix of
+/// `prompts[r]`, see [`SeqCache::continues`]) with the rest of its prompt: the bases
+/// left-padded into one cache, then every row's new tokens at its own positions, in windows
+/// of at most `max_scores` scores as in [`prefill_within`]. The result is the prefill of the
+/// whole prompts (a multi-turn episode's next turn encodes only its last action and
+/// observation).
+///
+/// # Panics
+/// When `bases` and `prompts` differ in length, are empty, or a base does not continue.
+pub fn prefill_continuing<B: Backend>(
+    model: &PolicyModel<B>,
+    bases: &[&SeqCache<B>],
+    prompts: &[Vec<u32>],
+    max_scores: usize,
+    device: &B::Device,
+) -> Prefill<B> {
+    assert_eq!(bases.len(), prompts.len(), "one base per prompt");
+    assert!(
+        bases.iter().zip(prompts).all(|(b, p)| b.continues(p)),
+        "every base must encode a strict prefix of its prompt"
+    );
+    let (mut cache, mut valid) = KvCache::stack(bases);
+    let pieces: Vec<&[u32]> = bases
+        .iter()
+        .zip(prompts)
+        .map(|(b, p)| &p[b.tokens().len()..])
+        .collect();
+    let start: Vec<i64> = bases.iter().map(|b| b.tokens().len() as i64).collect();
+    let out = append(
+        model, &mut cache, &mut valid, &pieces, &start, max_scores, device,
+    );
+    let vocab = out.logits.dims()[2];
+    Prefill {
+        cache,
+        valid,
+        next_pos: prompts.iter().map(|p| p.len() as i64).collect(),
+        logits: out.logits.reshape([prompts.len(), vocab]),
     }
 }
 

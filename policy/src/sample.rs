@@ -4,8 +4,9 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use sandgym_env_api::SplitMix64;
 
+use crate::cache::SeqCache;
 use crate::model::PolicyModel;
-use crate::prefill::{bias, ints, prefill};
+use crate::prefill::{PREFILL_SCORES, bias, ints, prefill, prefill_continuing};
 use crate::{Result, ToolCallMatcher};
 
 /// Sampling settings.
@@ -209,10 +210,68 @@ pub fn generate_with<B: Backend>(
     device: &B::Device,
     control: &RowControl<'_>,
 ) -> Result<Vec<Sampled>> {
+    let (sampled, _) = generate_from(
+        model,
+        prompts,
+        None,
+        constraints,
+        end,
+        config,
+        device,
+        control,
+    )?;
+    Ok(sampled)
+}
+
+/// [`generate`] continuing cached sequences: where every row's `bases[r]` encodes a strict
+/// prefix of its prompt ([`SeqCache::continues`]; an earlier call's output for the same
+/// episode), only the rest of each prompt is encoded ([`prefill_continuing`]); otherwise
+/// the prompts are encoded whole, as by [`generate`]. Returns the samples and each row's
+/// cache of its prompt (with the tokens the grammar forced before the first choice), to
+/// continue on the next turn. The samples are those of [`generate`] on the same prompts.
+pub fn generate_continuing<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    bases: &[Option<SeqCache<B>>],
+    constraints: &mut [Option<ToolCallMatcher>],
+    end: u32,
+    config: &SampleConfig,
+    device: &B::Device,
+) -> Result<(Vec<Sampled>, Vec<SeqCache<B>>)> {
+    assert_eq!(bases.len(), prompts.len(), "one base slot per prompt");
+    let (sampled, caches) = generate_from(
+        model,
+        prompts,
+        Some(bases),
+        constraints,
+        end,
+        config,
+        device,
+        &RowControl::default(),
+    )?;
+    Ok((sampled, caches.unwrap_or_default()))
+}
+
+/// The samples of a batch and, when asked for, each row's cache of its prompt.
+type Continued<B> = (Vec<Sampled>, Option<Vec<SeqCache<B>>>);
+
+/// [`generate_with`], continuing `bases` where given (see [`generate_continuing`]), and then
+/// returning the prompts' caches.
+#[allow(clippy::too_many_arguments)]
+fn generate_from<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    bases: Option<&[Option<SeqCache<B>>]>,
+    constraints: &mut [Option<ToolCallMatcher>],
+    end: u32,
+    config: &SampleConfig,
+    device: &B::Device,
+    control: &RowControl<'_>,
+) -> Result<Continued<B>> {
     let b = prompts.len();
     assert_eq!(constraints.len(), b, "one constraint slot per prompt");
     if b == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), bases.map(|_| Vec::new())));
     }
     assert!(
         prompts.iter().all(|p| !p.is_empty()),
@@ -259,12 +318,25 @@ pub fn generate_with<B: Backend>(
             extended[r].extend(fed);
         }
     }
+    // Continue the bases when every row has one that fits (a mix would pad every row to
+    // the longest whole prompt).
+    let continued: Option<Vec<&SeqCache<B>>> = bases.and_then(|bases| {
+        bases
+            .iter()
+            .zip(&extended)
+            .map(|(base, p)| base.as_ref().filter(|c| c.continues(p)))
+            .collect()
+    });
     let crate::Prefill {
         mut cache,
         mut valid,
         mut next_pos,
         logits,
-    } = prefill(model, &extended, device);
+    } = match &continued {
+        Some(rows) => prefill_continuing(model, rows, &extended, PREFILL_SCORES, device),
+        None => prefill(model, &extended, device),
+    };
+    let kept = bases.map(|_| cache.split_rows(&valid, &extended));
     // The batch rows still decoding: the cache, `valid`, `next_pos` and `last` hold one row
     // for each, in this order. Rows that end are dropped once a quarter of the batch has
     // (copying the cache then costs less than carrying them through every later step).
@@ -351,7 +423,7 @@ pub fn generate_with<B: Backend>(
         );
         last = rows(out.logits.reshape([n, vocab]));
     }
-    Ok(results)
+    Ok((results, kept))
 }
 
 /// The constraint masks under which `tokens` were generated, recomputed by replaying the

@@ -214,6 +214,10 @@ pub struct RolloutConfig {
     /// DAPO dynamic sampling: keep only groups whose rewards differ, rolling out more groups
     /// (up to this many batches per iteration) to fill the iteration.
     pub max_gen_batches: u32,
+    /// The most tokens (each live episode's context plus the turn's `max_new_tokens`) one
+    /// batched generation holds; a turn with more is generated in several batches, one
+    /// after another. Bounds the KV cache: 65,536 tokens are ~3 GB for SmolLM2-135M.
+    pub batch_tokens: usize,
 }
 
 impl Default for RolloutConfig {
@@ -231,6 +235,7 @@ impl Default for RolloutConfig {
             env_threads: 2,
             on_env_error: OnEnvError::Exclude,
             max_gen_batches: 3,
+            batch_tokens: 1 << 16,
         }
     }
 }
@@ -440,6 +445,9 @@ impl TrainConfig {
                 "{} compares rollouts within a group: rollout.group_size must be at least 2",
                 self.algo.name()
             ));
+        }
+        if r.batch_tokens == 0 {
+            return bad("rollout.batch_tokens must be positive".into());
         }
         if r.max_turns == 0 || r.max_new_tokens == 0 || r.max_context < 16 {
             return bad("rollout.max_turns, rollout.max_new_tokens must be positive and rollout.max_context >= 16".into());

@@ -12,8 +12,8 @@ use sandgym_env_api::{
     StepRecord, ToolSpec, Trajectory, VecEnv,
 };
 use sandgym_policy::{
-    ActionLimits, PolicyModel, Rendered, SampleConfig, Template, Tokenizer, ToolCallGrammar,
-    generate,
+    ActionLimits, PolicyModel, Rendered, SampleConfig, SeqCache, Template, Tokenizer,
+    ToolCallGrammar, generate_continuing,
 };
 
 use crate::Result;
@@ -30,6 +30,9 @@ pub struct RolloutSettings {
     pub max_context: usize,
     /// Observations are cut to this many characters.
     pub max_observation_chars: usize,
+    /// The most tokens (contexts plus `max_new_tokens` each) of one batched generation; a
+    /// turn with more live episodes generates them in several batches.
+    pub batch_tokens: usize,
     /// Limits of the free-text fields of actions.
     pub limits: ActionLimits,
 }
@@ -80,7 +83,9 @@ pub(crate) fn episode_grammar(
 }
 
 /// Plays batches of episodes: `VecEnv` workers step the envs in parallel, the policy samples
-/// every live episode's next action in one batched, KV-cached, constrained generation.
+/// every live episode's next action in batched (at most `batch_tokens` each), KV-cached,
+/// constrained generations; each episode's encoded history is kept from turn to turn, so a
+/// turn encodes only the last action and observation.
 pub struct RolloutEngine {
     envs: VecEnv,
     spec: EnvSpec,
@@ -107,6 +112,25 @@ fn cut(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{} …[cut]", &text[..at]),
         None => text.to_owned(),
     }
+}
+
+/// Consecutive ranges of `prompts`, each holding at most `settings.batch_tokens` tokens
+/// (prompts plus each one's `max_new_tokens`), or a single prompt that alone holds more.
+fn batches_within(prompts: &[Vec<u32>], settings: RolloutSettings) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut held) = (0, 0);
+    for (i, p) in prompts.iter().enumerate() {
+        let need = p.len() + settings.max_new_tokens;
+        if i > start && held + need > settings.batch_tokens {
+            out.push(start..i);
+            (start, held) = (i, 0);
+        }
+        held += need;
+    }
+    if start < prompts.len() {
+        out.push(start..prompts.len());
+    }
+    out
 }
 
 /// A seed for turn `turn` of a batch sampled with `seed`.
@@ -226,6 +250,9 @@ impl RolloutEngine {
             episodes.push(ep);
         }
         let prefix_len = template.generation_prefix().len();
+        // Each live episode's encoded history, continued on its next turn (dropped when it
+        // ends).
+        let mut kept: Vec<Option<SeqCache<B>>> = (0..episodes.len()).map(|_| None).collect();
         for turn in 0..self.settings.max_turns {
             live.retain(|&i| {
                 let fits = episodes[i].tokens.len() + prefix_len + self.settings.max_new_tokens
@@ -233,6 +260,7 @@ impl RolloutEngine {
                 if !fits {
                     episodes[i].done = Done::Truncated;
                     episodes[i].out_of_context = true;
+                    kept[i] = None;
                 }
                 fits
             });
@@ -251,21 +279,33 @@ impl RolloutEngine {
                 .iter()
                 .map(|&i| grammars[i].matcher().map(Some))
                 .collect::<sandgym_policy::Result<Vec<_>>>()?;
-            let sample = SampleConfig {
-                temperature,
-                top_p: 1.0,
-                max_new_tokens: self.settings.max_new_tokens,
-                seed: turn_seed(sample_seed, turn),
-            };
             let clock = Instant::now();
-            let sampled = generate(
-                model,
-                &prompts,
-                &mut constraints,
-                self.tokenizer.end(),
-                &sample,
-                device,
-            )?;
+            let mut sampled = Vec::with_capacity(live.len());
+            let batches = batches_within(&prompts, self.settings);
+            for (b, range) in batches.into_iter().enumerate() {
+                let sample = SampleConfig {
+                    temperature,
+                    top_p: 1.0,
+                    max_new_tokens: self.settings.max_new_tokens,
+                    seed: turn_seed(sample_seed, turn).wrapping_add(b as u64),
+                };
+                let rows = &live[range.clone()];
+                let bases: Vec<_> = rows.iter().map(|&i| kept[i].take()).collect();
+                let (out, caches) = generate_continuing(
+                    model,
+                    &prompts[range.clone()],
+                    &bases,
+                    &mut constraints[range],
+                    self.tokenizer.end(),
+                    &sample,
+                    device,
+                )?;
+                drop(bases);
+                for (&i, cache) in rows.iter().zip(caches) {
+                    kept[i] = Some(cache);
+                }
+                sampled.extend(out);
+            }
             stats.generate_time += clock.elapsed();
             let mut actions: Vec<Option<Action>> = vec![None; self.envs.len()];
             let mut stepped = Vec::new();
@@ -352,7 +392,13 @@ impl RolloutEngine {
                     }
                 }
             }
-            live.retain(|&i| !episodes[i].done.is_done());
+            live.retain(|&i| {
+                let going = !episodes[i].done.is_done();
+                if !going {
+                    kept[i] = None;
+                }
+                going
+            });
         }
         for &i in &live {
             episodes[i].done = Done::Truncated;

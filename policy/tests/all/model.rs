@@ -105,6 +105,170 @@ fn shared_prefixes_are_encoded_once_and_sample_as_if_alone() {
 }
 
 #[test]
+fn a_prefill_in_windows_gives_the_cache_and_logits_of_one_pass() {
+    // Long multi-turn histories: a shared system turn, then tails of different lengths
+    // (padding before the shorter ones), encoded 16 columns at a time.
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let system: Vec<u32> = (40..90).collect();
+    let prompts: Vec<Vec<u32>> = [70usize, 23, 41, 1, 70]
+        .iter()
+        .enumerate()
+        .map(|(r, &n)| {
+            let tail = (0..n).map(|i| ((i * 7 + r * 13) % 250) as u32 + 1);
+            system.iter().copied().chain(tail).collect()
+        })
+        .collect();
+    let whole = sandgym_policy::prefill(&model, &prompts, &device);
+    let windows = sandgym_policy::prefill_within(&model, &prompts, 1, &device);
+    assert_eq!(windows.valid, whole.valid);
+    assert_eq!(windows.next_pos, whole.next_pos);
+    let close = |a: Vec<f32>, b: Vec<f32>, what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}");
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() < 1e-4, "{what}: windows {x} vs one pass {y}");
+        }
+    };
+    let got: Vec<f32> = windows.logits.into_data().to_vec().unwrap();
+    close(
+        got.clone(),
+        whole.logits.into_data().to_vec().unwrap(),
+        "logits",
+    );
+    let layers = whole.cache.into_layers().into_iter();
+    for (l, (a, b)) in windows
+        .cache
+        .into_layers()
+        .into_iter()
+        .zip(layers)
+        .enumerate()
+    {
+        let ((ka, va), (kb, vb)) = (a.unwrap(), b.unwrap());
+        assert_eq!(ka.dims(), kb.dims(), "layer {l}");
+        // Padding slots too: each attends to the valid slots before it and itself either way.
+        close(
+            ka.into_data().to_vec().unwrap(),
+            kb.into_data().to_vec().unwrap(),
+            "keys",
+        );
+        close(
+            va.into_data().to_vec().unwrap(),
+            vb.into_data().to_vec().unwrap(),
+            "values",
+        );
+    }
+    // And each row's logits are those of the prompt alone.
+    let vocab = 300;
+    for (r, p) in prompts.iter().enumerate() {
+        let ids: Vec<i64> = p.iter().map(|&t| i64::from(t)).collect();
+        let all = logits(&model, &ids);
+        close(
+            got[r * vocab..(r + 1) * vocab].to_vec(),
+            all[(ids.len() - 1) * vocab..].to_vec(),
+            "alone",
+        );
+    }
+}
+
+#[test]
+fn a_continued_history_samples_as_if_encoded_whole() {
+    // Turn one of three episodes of different lengths, then turn two continuing each one's
+    // cache with its action and a new observation: the same samples as a fresh generation
+    // over the whole histories, and the caches encode exactly the prompts.
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let system: Vec<u32> = (40..80).collect();
+    let first: Vec<Vec<u32>> = [5usize, 31, 12]
+        .iter()
+        .map(|&n| {
+            system
+                .iter()
+                .copied()
+                .chain((0..n as u32).map(|i| 100 + i))
+                .collect()
+        })
+        .collect();
+    let sample = SampleConfig {
+        temperature: 0.9,
+        top_p: 1.0,
+        max_new_tokens: 7,
+        seed: 21,
+    };
+    let none: Vec<Option<sandgym_policy::SeqCache<Infer>>> = vec![None, None, None];
+    let mut constraints = vec![None, None, None];
+    let (turn1, caches) = sandgym_policy::generate_continuing(
+        &model,
+        &first,
+        &none,
+        &mut constraints,
+        10_000,
+        &sample,
+        &device,
+    )
+    .unwrap();
+    for (c, p) in caches.iter().zip(&first) {
+        assert_eq!(c.tokens(), p.as_slice());
+    }
+    let second: Vec<Vec<u32>> = first
+        .iter()
+        .zip(&turn1)
+        .enumerate()
+        .map(|(r, (p, s))| {
+            let observation = (0..(3 + 9 * r) as u32).map(|i| 200 + i);
+            p.iter()
+                .chain(&s.tokens)
+                .copied()
+                .chain(observation)
+                .collect()
+        })
+        .collect();
+    let bases: Vec<_> = caches.into_iter().map(Some).collect();
+    assert!(
+        bases
+            .iter()
+            .zip(&second)
+            .all(|(b, p)| b.as_ref().unwrap().continues(p))
+    );
+    let (continued, next) = sandgym_policy::generate_continuing(
+        &model,
+        &second,
+        &bases,
+        &mut constraints,
+        10_000,
+        &sample,
+        &device,
+    )
+    .unwrap();
+    let whole = generate(&model, &second, &mut constraints, 10_000, &sample, &device).unwrap();
+    for (r, (a, b)) in continued.iter().zip(&whole).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "row {r}");
+        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+            assert!((x - y).abs() < 1e-4, "row {r}: continued {x} vs whole {y}");
+        }
+        let full = sequence_logprobs(&model, &second[r], &a.tokens, &[], 0.9, &device);
+        for (x, y) in a.logprobs.iter().zip(&full) {
+            assert!((x - y).abs() < 1e-4, "row {r}: continued {x} vs full {y}");
+        }
+        assert_eq!(next[r].tokens(), second[r].as_slice());
+    }
+    // A base that does not continue its prompt is ignored: the prompts are encoded whole.
+    let stale: Vec<_> = next.into_iter().map(Some).collect();
+    let (again, _) = sandgym_policy::generate_continuing(
+        &model,
+        &first,
+        &stale,
+        &mut constraints,
+        10_000,
+        &sample,
+        &device,
+    )
+    .unwrap();
+    for (a, b) in again.iter().zip(&turn1) {
+        assert_eq!(a.tokens, b.tokens);
+    }
+}
+
+#[test]
 fn rows_end_at_their_own_budget_or_when_stopped() {
     let device = select_device();
     let model = config(300).init::<Infer>(&device);

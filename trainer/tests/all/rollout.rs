@@ -13,6 +13,7 @@ fn settings() -> RolloutSettings {
         max_new_tokens: 100,
         max_context: 400,
         max_observation_chars: 100,
+        batch_tokens: 1 << 16,
         limits: ActionLimits {
             thought_chars: 0,
             response_chars: 8,
@@ -82,6 +83,124 @@ fn episodes_hold_exactly_what_the_policy_saw_and_sampled() {
     }
     // Rollouts of one group share the task (seed) but sample independently.
     assert_eq!(episodes[0].seed, episodes[1].seed);
+}
+
+/// [`PickTool`](crate::PickTool) three times over: tool calls only (no final response), a
+/// new colour to call after each, so every episode runs several turns.
+#[derive(Debug)]
+struct ThreeCalls {
+    inner: crate::PickTool,
+    spec: EnvSpec,
+    seed: u64,
+    left: u32,
+}
+
+impl ThreeCalls {
+    fn boxed() -> BoxEnv {
+        let inner = crate::PickTool::new();
+        let mut spec = inner.spec().clone();
+        spec.accepts_response = false;
+        Box::new(Self {
+            inner,
+            spec,
+            seed: 0,
+            left: 0,
+        })
+    }
+}
+
+impl Env for ThreeCalls {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+    fn reset(&mut self, seed: u64, options: &ResetOptions) -> Result<Observation> {
+        (self.seed, self.left) = (seed, 3);
+        self.inner.reset(seed, options)
+    }
+    fn observe(&self) -> Observation {
+        self.inner.observe()
+    }
+    fn step(&mut self, action: &Action) -> Result<Observation> {
+        self.inner.step(action)?;
+        self.left -= 1;
+        if self.left == 0 {
+            return Ok(Observation::new("done"));
+        }
+        self.inner.reset(
+            self.seed.wrapping_add(u64::from(self.left)),
+            &ResetOptions::default(),
+        )
+    }
+    fn reward(&self) -> f64 {
+        self.inner.reward()
+    }
+    fn done(&self) -> Done {
+        if self.left == 0 {
+            Done::Terminated
+        } else {
+            Done::Running
+        }
+    }
+}
+
+#[test]
+fn a_turn_past_the_batch_budget_is_generated_in_several_batches_with_the_same_episodes() {
+    // Greedy decoding does not depend on the batch a row is in, nor on whether a turn
+    // continues the episode's kept history: one episode per batch (a budget below any
+    // context) plays exactly the episodes of one batch for all, and those of a fresh
+    // encoding of each turn's whole context (checked against a full forward pass).
+    let tok = crate::pick_tokenizer();
+    let device = sandgym_policy::select_device();
+    let model = crate::seeded::<Cpu>(&crate::tiny(tok.vocab_size()), 5);
+    let jobs: Vec<(usize, u64)> = (0..6).map(|i| (i, 200 + i as u64)).collect();
+    let play = |batch_tokens: usize, temperature: f32| {
+        let settings = RolloutSettings {
+            batch_tokens,
+            ..settings()
+        };
+        let envs = (0..6).map(|_| ThreeCalls::boxed()).collect();
+        let mut engine = RolloutEngine::new(envs, 2, tok.clone(), settings).unwrap();
+        engine
+            .run(
+                &model,
+                &device,
+                &jobs,
+                &ResetOptions::default(),
+                temperature,
+                9,
+            )
+            .unwrap()
+            .0
+    };
+    let (one, many) = (play(1 << 16, 0.0), play(1, 0.0));
+    for (a, b) in one.iter().zip(&many) {
+        assert_eq!(a.turns.len(), 3, "{:?}", a.error);
+        assert_eq!(a.tokens, b.tokens);
+        assert_eq!(a.done, b.done);
+        assert_eq!(a.total_reward(), b.total_reward());
+    }
+    // Sampled, each turn's log-probs are those of a full pass over the whole episode.
+    for e in play(1 << 16, 1.0) {
+        assert_eq!(e.turns.len(), 3, "{:?}", e.error);
+        let first = e.turns[0].start;
+        let full = sequence_logprobs(
+            &model,
+            &e.tokens[..first],
+            &e.tokens[first..],
+            &e.allowed[first..],
+            1.0,
+            &device,
+        );
+        for turn in &e.turns {
+            for j in turn.start..turn.end {
+                let (got, want) = (e.logprobs[j], full[j - first]);
+                assert!(
+                    (got - want).abs() < 1e-3,
+                    "token {j}: sampled {got} vs full {want}"
+                );
+            }
+        }
+    }
 }
 
 /// Guess-number whose `step` fails on every env whose seed is odd.

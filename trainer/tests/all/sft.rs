@@ -15,6 +15,7 @@ fn settings() -> RolloutSettings {
         max_new_tokens: 40,
         max_context: 200,
         max_observation_chars: 100,
+        batch_tokens: 1 << 16,
         limits: ActionLimits {
             thought_chars: 0,
             response_chars: 8,
