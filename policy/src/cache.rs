@@ -1,10 +1,12 @@
 //! The key/value cache for incremental decoding.
 
+use std::sync::Arc;
+
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 /// Keys and values of one layer, `[batch, kv_heads, seq, head_dim]` each.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LayerCache<B: Backend> {
     kv: Option<(Tensor<B, 4>, Tensor<B, 4>)>,
 }
@@ -23,7 +25,7 @@ impl<B: Backend> LayerCache<B> {
 
 /// A KV cache for every layer: the attention keys and values of all tokens seen so far, so
 /// each new token costs one position of compute instead of the whole sequence.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct KvCache<B: Backend> {
     layers: Vec<LayerCache<B>>,
 }
@@ -88,14 +90,18 @@ impl<B: Backend> KvCache<B> {
     }
 }
 
-/// One sequence's keys and values with no padding, `[1, kv_heads, len, head_dim]` per layer,
-/// and the tokens they encode: a multi-turn episode's history kept from one generation to
-/// the next, so that the next turn encodes only what was added
-/// ([`generate_continuing`](crate::generate_continuing)).
+/// One sequence's keys and values and the tokens they encode: a multi-turn episode's
+/// history kept from one generation to the next, so that the next turn encodes only what was
+/// added ([`generate_continuing`](crate::generate_continuing)).
+///
+/// It is a row of the batch cache it was encoded in, shared with the batch's other rows: making
+/// one copies nothing (an episode that ends costs nothing), and the batch's memory is freed
+/// when its last row is dropped. Only [`KvCache::stack`] copies, the valid slots alone.
 #[derive(Clone, Debug)]
 pub struct SeqCache<B: Backend> {
     tokens: Vec<u32>,
-    layers: Vec<(Tensor<B, 4>, Tensor<B, 4>)>,
+    batch: Arc<(KvCache<B>, Vec<Vec<bool>>)>,
+    row: usize,
 }
 
 impl<B: Backend> SeqCache<B> {
@@ -108,53 +114,61 @@ impl<B: Backend> SeqCache<B> {
     pub fn continues(&self, prompt: &[u32]) -> bool {
         self.tokens.len() < prompt.len() && prompt.starts_with(&self.tokens)
     }
+
+    /// The valid slots' keys and values of each layer, `[1, kv_heads, len, head_dim]`.
+    fn compact(&self) -> Vec<(Tensor<B, 4>, Tensor<B, 4>)> {
+        let (cache, valid) = &*self.batch;
+        let slots: Vec<i64> = (0..valid[self.row].len())
+            .filter(|&j| valid[self.row][j])
+            .map(|j| j as i64)
+            .collect();
+        cache
+            .layers
+            .iter()
+            .map(|l| {
+                let (k, v) = l.kv.as_ref().expect("a filled cache");
+                let device = k.device();
+                let row = ints(vec![self.row as i64], &device);
+                let slots = ints(slots.clone(), &device);
+                let take =
+                    |t: &Tensor<B, 4>| t.clone().select(0, row.clone()).select(2, slots.clone());
+                (take(k), take(v))
+            })
+            .collect()
+    }
+}
+
+/// A 1D integer tensor of `values`.
+fn ints<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, burn::tensor::Int> {
+    let n = values.len();
+    Tensor::from_data(burn::tensor::TensorData::new(values, [n]), device)
 }
 
 impl<B: Backend> KvCache<B> {
-    /// Each row's valid slots (`valid[r]`) as a [`SeqCache`] of `tokens[r]`, which must be
-    /// what those slots encode, in order.
+    /// Each row of this batch cache as a [`SeqCache`] of `tokens[r]`, which must be what the
+    /// row's valid slots (`valid[r]`) encode, in order. Copies nothing.
     ///
     /// # Panics
     /// When a row's count of valid slots is not its count of tokens.
-    pub fn split_rows(&self, valid: &[Vec<bool>], tokens: &[Vec<u32>]) -> Vec<SeqCache<B>> {
-        let int = |values: Vec<i64>, device: &B::Device| {
-            let n = values.len();
-            Tensor::<B, 1, burn::tensor::Int>::from_data(
-                burn::tensor::TensorData::new(values, [n]),
-                device,
-            )
-        };
-        valid
+    pub fn into_rows(self, valid: Vec<Vec<bool>>, tokens: &[Vec<u32>]) -> Vec<SeqCache<B>> {
+        for (r, (row, tokens)) in valid.iter().zip(tokens).enumerate() {
+            let slots = row.iter().filter(|&&v| v).count();
+            assert_eq!(slots, tokens.len(), "row {r}: slots and tokens");
+        }
+        let batch = Arc::new((self, valid));
+        tokens
             .iter()
-            .zip(tokens)
             .enumerate()
-            .map(|(r, (row, tokens))| {
-                let slots: Vec<i64> = (0..row.len() as i64).filter(|&j| row[j as usize]).collect();
-                assert_eq!(slots.len(), tokens.len(), "row {r}: slots and tokens");
-                let layers = self
-                    .layers
-                    .iter()
-                    .map(|l| {
-                        let (k, v) = l.kv.as_ref().expect("a filled cache");
-                        let device = k.device();
-                        let (row, slots) =
-                            (int(vec![r as i64], &device), int(slots.clone(), &device));
-                        let take = |t: &Tensor<B, 4>| {
-                            t.clone().select(0, row.clone()).select(2, slots.clone())
-                        };
-                        (take(k), take(v))
-                    })
-                    .collect();
-                SeqCache {
-                    tokens: tokens.clone(),
-                    layers,
-                }
+            .map(|(row, tokens)| SeqCache {
+                tokens: tokens.clone(),
+                batch: batch.clone(),
+                row,
             })
             .collect()
     }
 
-    /// One batch of `rows`, each left-padded with zero slots to the longest: the cache and
-    /// each row's valid slots.
+    /// One batch of `rows` (their valid slots only), each left-padded with zero slots to the
+    /// longest: the cache and each row's valid slots.
     ///
     /// # Panics
     /// When `rows` is empty or its caches come from models with different layer counts.
@@ -164,13 +178,14 @@ impl<B: Backend> KvCache<B> {
             .map(|r| r.tokens.len())
             .max()
             .expect("rows to stack");
-        let n_layers = rows[0].layers.len();
+        let compact: Vec<_> = rows.iter().map(|r| r.compact()).collect();
+        let n_layers = compact[0].len();
         assert!(
-            rows.iter().all(|r| r.layers.len() == n_layers),
+            compact.iter().all(|c| c.len() == n_layers),
             "layer counts differ"
         );
-        let padded = |t: &Tensor<B, 4>, len: usize| {
-            let [_, heads, _, dim] = t.dims();
+        let padded = |t: &Tensor<B, 4>| {
+            let [_, heads, len, dim] = t.dims();
             if len == longest {
                 t.clone()
             } else {
@@ -180,12 +195,9 @@ impl<B: Backend> KvCache<B> {
         };
         let layers = (0..n_layers)
             .map(|l| {
-                let (ks, vs): (Vec<_>, Vec<_>) = rows
+                let (ks, vs): (Vec<_>, Vec<_>) = compact
                     .iter()
-                    .map(|r| {
-                        let (k, v) = &r.layers[l];
-                        (padded(k, r.tokens.len()), padded(v, r.tokens.len()))
-                    })
+                    .map(|c| (padded(&c[l].0), padded(&c[l].1)))
                     .unzip();
                 LayerCache {
                     kv: Some((Tensor::cat(ks, 0), Tensor::cat(vs, 0))),

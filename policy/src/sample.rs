@@ -336,7 +336,9 @@ fn generate_from<B: Backend>(
         Some(rows) => prefill_continuing(model, rows, &extended, PREFILL_SCORES, device),
         None => prefill(model, &extended, device),
     };
-    let kept = bases.map(|_| cache.split_rows(&valid, &extended));
+    // The prompts' cache as it is now, before decoding extends it (tensors are shared, not
+    // copied: the decode's appends make new ones).
+    let kept = bases.map(|_| cache.clone().into_rows(valid.clone(), &extended));
     // The batch rows still decoding: the cache, `valid`, `next_pos` and `last` hold one row
     // for each, in this order. Rows that end are dropped once a quarter of the batch has
     // (copying the cache then costs less than carrying them through every later step).

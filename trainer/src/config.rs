@@ -669,6 +669,10 @@ mod tests {
                 "rollout.env_threads",
             ),
             (
+                json!({"rollout": {"batch_tokens": 0}}),
+                "rollout.batch_tokens",
+            ),
+            (
                 json!({"rollout": {"tasks_per_iter": 4_000_000_000u64}}),
                 "episodes per iteration",
             ),
