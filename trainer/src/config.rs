@@ -216,7 +216,8 @@ pub struct RolloutConfig {
     pub max_gen_batches: u32,
     /// The most tokens (each live episode's context plus the turn's `max_new_tokens`) one
     /// batched generation holds; a turn with more is generated in several batches, one
-    /// after another. Bounds the KV cache: 65,536 tokens are ~3 GB for SmolLM2-135M.
+    /// after another. Bounds one generation's KV cache (65,536 tokens are ~3 GB for
+    /// SmolLM2-135M); each live episode's encoded history is kept besides, until it ends.
     pub batch_tokens: usize,
 }
 
