@@ -63,13 +63,7 @@ impl<B: Backend> KvCache<B> {
             .iter()
             .map(|l| LayerCache {
                 kv: l.kv.as_ref().map(|(k, v)| {
-                    let idx = Tensor::<B, 1, burn::tensor::Int>::from_data(
-                        burn::tensor::TensorData::new(
-                            rows.iter().map(|&r| r as i64).collect(),
-                            [rows.len()],
-                        ),
-                        &k.device(),
-                    );
+                    let idx = ints(rows.iter().map(|&r| r as i64).collect(), &k.device());
                     (k.clone().select(0, idx.clone()), v.clone().select(0, idx))
                 }),
             })

@@ -300,7 +300,6 @@ impl RolloutEngine {
                     &sample,
                     device,
                 )?;
-                drop(bases);
                 for (&i, cache) in rows.iter().zip(caches) {
                     kept[i] = Some(cache);
                 }
