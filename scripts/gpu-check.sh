@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # For a machine with an NVIDIA GPU and driver: builds with CUDA, runs the policy's model tests
-# on the GPU, and prints the policy benchmark on the GPU next to the CPU one.
+# on the GPU, prints the policy benchmark on the GPU next to the CPU one, then runs the main job
+# (train sql-agent-v0 with GRPO from SmolLM2-135M) with --device cuda: its log, metrics.jsonl
+# (tokens/s per iteration), config.json and closing_eval.json are copied under OUT_DIR. The
+# device has no network: carry the model cache (SANDGYM_CACHE, see below). SQL_RUN_TIMEOUT
+# bounds the training run (480 s by default) so the results come back within a device call.
 # Usage: scripts/gpu-check.sh [OUT_DIR]   (results are also written as JSON under OUT_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-target/gpu-check}}"
 mkdir -p "$out"
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-12080}"
+bin="${CARGO_TARGET_DIR:-target}/release/sandgym"
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 
@@ -17,9 +22,27 @@ echo "==> policy tests on the GPU"
 cargo test --release -p sandgym-policy --features cuda --test all 2>&1 | tee "$out/policy-tests.txt"
 
 echo "==> bench policy: cuda, then cpu"
-./target/release/sandgym bench policy --device cuda --seconds 1 --json | tee "$out/bench-policy-cuda.json"
-./target/release/sandgym bench policy --device cpu --seconds 1 --json | tee "$out/bench-policy-cpu.json"
+"$bin" bench policy --device cuda --seconds 1 --json | tee "$out/bench-policy-cuda.json"
+"$bin" bench policy --device cpu --seconds 1 --json | tee "$out/bench-policy-cpu.json"
 echo "==> bench policy: the pretrained 135M model on cuda (the device has no network: carry the"
 echo "    model cache, e.g. SANDGYM_CACHE=shared/cache after \`sandgym model fetch\` here)"
-./target/release/sandgym bench policy --model smollm2-135m-instruct --device cuda --seconds 1 --json \
+"$bin" bench policy --model smollm2-135m-instruct --device cuda --seconds 1 --json \
   | tee "$out/bench-policy-smollm2-cuda.json" || echo "bench policy --model failed (see above)"
+
+echo "==> the main job on the GPU: train sql-agent-v0 with GRPO, --device cuda (f32: the"
+echo "    decoder has no half-precision path yet); metrics and the closing table go to $out"
+run="target/gpu-check-run"
+rm -rf "$run"
+start=$(date +%s)
+status=0
+timeout "${SQL_RUN_TIMEOUT:-480}" "$bin" train --env sql-agent-v0 --algo grpo \
+  --device cuda --out "$run" 2>&1 | tee "$out/train-sql-cuda.txt" || status=$?
+echo "train exit status $status after $(( $(date +%s) - start )) s" | tee -a "$out/train-sql-cuda.txt"
+for f in metrics.jsonl closing_eval.json config.json; do
+  [ -f "$run/$f" ] && cp "$run/$f" "$out/sql-cuda-$f"
+done
+if [ -f "$run/metrics.jsonl" ]; then
+  echo "generated tokens/s per iteration:"
+  grep -o '"tokens_per_s":[0-9.e+-]*' "$run/metrics.jsonl" || true
+fi
+exit "$status"
