@@ -33,11 +33,11 @@ echo "==> the main job on the GPU: train sql-agent-v0 with GRPO, --device cuda (
 echo "    decoder has no half-precision path yet); metrics and the closing table go to $out"
 run="target/gpu-check-run"
 rm -rf "$run"
-start=$(date +%s)
+start=$SECONDS
 status=0
 timeout "${SQL_RUN_TIMEOUT:-480}" "$bin" train --env sql-agent-v0 --algo grpo \
   --device cuda --out "$run" 2>&1 | tee "$out/train-sql-cuda.txt" || status=$?
-echo "train exit status $status after $(( $(date +%s) - start )) s" | tee -a "$out/train-sql-cuda.txt"
+echo "train exit status $status after $(( SECONDS - start )) s" | tee -a "$out/train-sql-cuda.txt"
 for f in metrics.jsonl closing_eval.json config.json; do
   [ -f "$run/$f" ] && cp "$run/$f" "$out/sql-cuda-$f"
 done
