@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use sandgym_env_api::{
-    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, RESPONSE_SCHEMA,
-    ResetOptions, Result, Schema, ToolSpec, begin_step,
+    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Narrowing, Observation, ResetOptions,
+    Result, Schema, ToolSpec, begin_step,
 };
 
 use crate::engine::{self, Image, Outcome};
@@ -475,12 +475,19 @@ impl Env for SqlAgentEnv {
         )?;
         let t = &shared.tasks.tasks[task];
         self.db = shared.images[&t.database].clone();
+        // The query a multi-turn agent runs and the one it answers with take the same shape:
+        // this database's identifiers and the question's literals.
+        let query = shared.catalogs[&t.database].episode_schema(t);
         let last = Observation::new(instruction(t, &self.db))
             .with_info("task", t.id.clone())
             .with_info("database", t.database.clone())
-            .with_info(
-                RESPONSE_SCHEMA,
-                shared.catalogs[&t.database].episode_schema(t).to_value(),
+            .with_narrowing(
+                &Narrowing::default()
+                    .tool(
+                        "run_sql",
+                        Schema::object().property("query", query.clone(), true),
+                    )
+                    .response(query),
             );
         self.episode = Episode {
             task,
