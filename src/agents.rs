@@ -16,6 +16,21 @@ pub trait Agent {
     fn failure(&self) -> Option<&str> {
         None
     }
+
+    /// Whether its last action is one to learn from: `false` for a demonstrator's deliberate
+    /// mistake, which SFT shows as context but does not imitate.
+    fn imitate(&self) -> bool {
+        true
+    }
+}
+
+/// What a demonstrator plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Demonstration {
+    /// Each task's solution.
+    Solution,
+    /// A typical mistake first, then the recovery (where the demonstrator models one).
+    Recovery,
 }
 
 impl Agent for SqlBaseline {
@@ -27,6 +42,10 @@ impl Agent for SqlBaseline {
 impl Agent for SqlGold {
     fn act(&mut self, observation: &Observation) -> Action {
         SqlGold::act(self, observation)
+    }
+
+    fn imitate(&self) -> bool {
+        !self.mistaken()
     }
 }
 
@@ -69,13 +88,14 @@ pub fn baseline(env: &str) -> Option<Box<dyn Agent>> {
 }
 
 /// The demonstrator of a bundled env made with `config` (an agent that plays each task's
-/// known solution), if it has one.
+/// known solution, or its recovery from a mistake), if it has one.
 pub fn demonstrator(
     env: &str,
     config: &serde_json::Map<String, serde_json::Value>,
+    kind: Demonstration,
 ) -> anyhow::Result<Option<Box<dyn Agent>>> {
     match crate::registry::bundled(env).and_then(|b| b.demonstrator) {
-        Some(make) => Ok(Some(make(config)?)),
+        Some(make) => Ok(Some(make(config, kind)?)),
         None => Ok(None),
     }
 }

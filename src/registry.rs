@@ -3,7 +3,7 @@
 //! refactored from and its source (the integration cost). Adding an env to the CLI is one
 //! entry here; a user's env needs none (pass its `.wasm` path, see [`crate::EnvTarget`]).
 
-use crate::agents::{Agent, BinarySearch};
+use crate::agents::{Agent, BinarySearch, Demonstration};
 use crate::approach::HarnessKind;
 use crate::env_api::EnvId;
 use crate::trainer::{Algo, TrainConfig};
@@ -34,9 +34,11 @@ pub struct Bundled {
     pub source: Option<&'static str>,
 }
 
-/// Makes the demonstrator of an env configuration.
-pub type Demonstrator =
-    fn(&serde_json::Map<String, serde_json::Value>) -> anyhow::Result<Box<dyn Agent>>;
+/// Makes the demonstrator of an env configuration, playing solutions or recoveries.
+pub type Demonstrator = fn(
+    &serde_json::Map<String, serde_json::Value>,
+    Demonstration,
+) -> anyhow::Result<Box<dyn Agent>>;
 
 /// The bundled envs.
 pub const BUNDLED: &[Bundled] = &[
@@ -67,7 +69,13 @@ pub const BUNDLED: &[Bundled] = &[
         guest: "sql-agent",
         register: sandgym_env_sql::SqlAgentEnv::register,
         baseline: Some(|| Box::new(sandgym_env_sql::SqlBaseline::default())),
-        demonstrator: Some(|config| Ok(Box::new(sandgym_env_sql::SqlGold::from_config(config)?))),
+        demonstrator: Some(|config, kind| {
+            let gold = sandgym_env_sql::SqlGold::from_config(config)?;
+            Ok(Box::new(match kind {
+                Demonstration::Solution => gold,
+                Demonstration::Recovery => gold.recovering(),
+            }))
+        }),
         preset: training::sql_agent_preset,
         pretrained_preset: Some(training::sql_agent_pretrained_preset),
         harness: Some(HarnessKind::Sql),

@@ -12,7 +12,7 @@ use crate::policy::{PolicyConfig, PolicyModel, Tokenizer, checkpoint};
 use crate::progress::Progress;
 use sandgym_trainer::{Learner, sft};
 
-use crate::agents;
+use crate::agents::{self, Demonstration};
 use crate::env_api::{self, BoxEnv, Env, RecordTrajectory, ResetOptions, Trajectory};
 use crate::{Backend, EnvTarget};
 use sandgym_trainer::sft::{SftData, SftExample};
@@ -119,6 +119,7 @@ pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
     c.sft = SftConfig {
         episodes: 0,
         demonstrations: 1000,
+        recoveries: 0,
         epochs: 2,
         minibatch: 16,
         lr: 5e-4,
@@ -212,7 +213,7 @@ pub fn fresh_policy<B: AutodiffBackend>(
 ) -> anyhow::Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
     let (policy_config, model, tokenizer) =
         initial_policy::<B>(choice, config.schedule.seed, device)?;
-    if config.sft.episodes == 0 && config.sft.demonstrations == 0 {
+    if config.sft.episodes == 0 && config.sft.demonstrations == 0 && config.sft.recoveries == 0 {
         return Ok((policy_config, model, tokenizer));
     }
     let examples = baseline_sft_data(env, &config.sft)?;
@@ -423,6 +424,8 @@ pub struct BaselineEpisode {
     /// The env failure that ended the episode, if one did (a guest fault, a reward plugin
     /// that could not score a step): the episode counts as played and not successful.
     pub error: Option<String>,
+    /// Whether each recorded step's action is one to learn from ([`agents::Agent::imitate`]).
+    pub imitate: Vec<bool>,
 }
 
 /// Plays the scripted baseline of `target` (natively, or sandboxed for a guest file) for each
@@ -454,15 +457,20 @@ pub fn play_episodes(
         let mut obs = env.reset(seed, options)?;
         let reset_info = obs.info.clone();
         let mut error = None;
+        let mut imitate = Vec::new();
         for _ in 0..limit {
             if env.done().is_done() {
                 break;
             }
-            match env.step(&agent.act(&obs)) {
+            let action = agent.act(&obs);
+            // Every step that returns (or is refused as invalid) is recorded.
+            imitate.push(agent.imitate());
+            match env.step(&action) {
                 Ok(next) => obs = next,
                 // The agent's mistake: it reads the error and goes on, as in a rollout.
                 Err(e) if e.is_invalid_action() => obs = env_api::Observation::new(e.to_string()),
                 Err(e) => {
+                    imitate.pop();
                     error = Some(e.to_string());
                     break;
                 }
@@ -476,16 +484,18 @@ pub fn play_episodes(
             success,
             reset_info,
             error,
+            imitate,
         });
     }
     Ok(out)
 }
 
 /// The SFT data of `config` for `target`: the scripted baseline's first `config.episodes`
-/// train-split episodes (seeds `0..episodes`) and the demonstrator's first
-/// `config.demonstrations` train tasks in order (each task once up to the split's size), only
-/// the successful ones when `config.successful_only`. Asking for demonstrations of an env
-/// that has no demonstrator is an error.
+/// train-split episodes (seeds `0..episodes`), the demonstrator's first
+/// `config.demonstrations` train tasks in order (each task once up to the split's size) and
+/// its recoveries from a mistake on the first `config.recoveries` (those in which it made
+/// one), only the successful ones when `config.successful_only`. Asking for demonstrations of
+/// an env that has no demonstrator is an error.
 pub fn baseline_sft_data(
     target: &EnvTarget,
     config: &SftConfig,
@@ -499,25 +509,38 @@ pub fn baseline_sft_data(
     } else {
         Vec::new()
     };
-    if config.demonstrations > 0 {
+    for (count, kind) in [
+        (config.demonstrations, Demonstration::Solution),
+        (config.recoveries, Demonstration::Recovery),
+    ] {
+        if count == 0 {
+            continue;
+        }
         let id = target.id()?;
         anyhow::ensure!(
-            agents::demonstrator(&id, &target.config)?.is_some(),
-            "{id} has no demonstrator: set sft.demonstrations to 0"
+            agents::demonstrator(&id, &target.config, kind)?.is_some(),
+            "{id} has no demonstrator: set sft.demonstrations and sft.recoveries to 0"
         );
-        let n = target.spec()?.tasks.map_or(config.demonstrations, |t| {
-            (t.train as usize).min(config.demonstrations)
-        });
+        let n = target
+            .spec()?
+            .tasks
+            .map_or(count, |t| (t.train as usize).min(count));
         let make = || -> anyhow::Result<Box<dyn agents::Agent>> {
-            agents::demonstrator(&id, &target.config)?
+            agents::demonstrator(&id, &target.config, kind)?
                 .ok_or_else(|| anyhow::anyhow!("no demonstrator"))
         };
-        episodes.extend(play_episodes(
+        let played = play_episodes(
             target,
             0..n as u64,
             &ResetOptions::split(env_api::Split::Train).cycling(),
             make,
-        )?);
+        )?;
+        // A recovery without a mistake would only repeat the solution.
+        episodes.extend(
+            played
+                .into_iter()
+                .filter(|e| kind == Demonstration::Solution || e.imitate.contains(&false)),
+        );
     }
     Ok(episodes
         .into_iter()
@@ -525,6 +548,7 @@ pub fn baseline_sft_data(
         .map(|e| SftExample {
             trajectory: e.trajectory,
             reset_info: e.reset_info,
+            imitate: e.imitate,
         })
         .collect())
 }
@@ -650,6 +674,59 @@ pub fn initial_policy<B: burn::tensor::backend::Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The multi-turn SQL agent's settings (`configs/sql-agent-multi-turn.json`) apply to the
+    /// pretrained preset: several turns, SFT on each, recoveries.
+    #[test]
+    fn the_multi_turn_sql_config_applies() {
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../configs/sql-agent-multi-turn.json")).unwrap();
+        let c = preset("sql-agent-v0", Algo::Grpo, true)
+            .merge_json(&file)
+            .unwrap();
+        assert!(c.rollout.max_turns >= 3, "run, repair, answer");
+        assert!(!c.sft.final_turn_only);
+        assert!(c.sft.recoveries > 0 && c.sft.demonstrations > 0);
+    }
+
+    /// Recovery demonstrations: one for each train task that joins tables, each a mistake
+    /// the engine rejects (shown, not imitated), the solution, and the answer; all succeed.
+    #[test]
+    fn recovery_demonstrations_show_the_error_and_learn_the_repair() {
+        let target = EnvTarget::new("sql-agent-v0");
+        let config = SftConfig {
+            recoveries: 1000,
+            successful_only: true,
+            ..SftConfig::default()
+        };
+        let examples = baseline_sft_data(&target, &config).unwrap();
+        let joins = sandgym_env_sql::bundled_tasks()
+            .split(env_api::Split::Train)
+            .iter()
+            .filter(|t| t.gold_sql.contains(" JOIN "))
+            .count();
+        assert!(joins > 0);
+        assert_eq!(examples.len(), joins);
+        for e in &examples {
+            let records = &e.trajectory.records;
+            assert_eq!(e.imitate, [false, true, true]);
+            assert!(records[0].observation.starts_with("error:"), "{records:?}");
+            let (wrong, right) = (&records[0].action, &records[1].action);
+            assert_ne!(wrong, right);
+            assert_eq!(
+                records[2].response.as_deref(),
+                right.as_ref().and_then(|a| a.parameters["query"].as_str())
+            );
+        }
+        // Solutions are all imitated.
+        let plain = SftConfig {
+            demonstrations: 10,
+            ..SftConfig::default()
+        };
+        for e in baseline_sft_data(&target, &plain).unwrap() {
+            assert!(e.imitate.iter().all(|&i| i));
+        }
+    }
 
     /// Every preset is a valid configuration, for every bundled env, algorithm and kind of
     /// model (a preset that fails validation would only show when someone trains with it).

@@ -415,13 +415,26 @@ pub fn render_trajectory(
     trajectory: &Trajectory,
     settings: &RolloutSettings,
 ) -> Result<Rendered> {
+    render_imitating(tokenizer, tools, trajectory, settings, |_| true)
+}
+
+/// [`render_trajectory`] with the loss on the actions of the records `imitate` (by index)
+/// accepts only: the others are context the policy reads but does not learn to write (a
+/// demonstrator's deliberate mistake before it recovers).
+pub(crate) fn render_imitating(
+    tokenizer: &Tokenizer,
+    tools: &[ToolSpec],
+    trajectory: &Trajectory,
+    settings: &RolloutSettings,
+    imitate: impl Fn(usize) -> bool,
+) -> Result<Rendered> {
     let template = Template::new(tokenizer);
     let instruction = trajectory
         .records
         .first()
         .map_or("", |r| r.instruction.as_str());
     let mut out = template.prompt(tools, &cut(instruction, settings.max_observation_chars * 4))?;
-    for record in &trajectory.records {
+    for (i, record) in trajectory.records.iter().enumerate() {
         let Some(mut action) = record.to_action() else {
             continue;
         };
@@ -430,7 +443,11 @@ pub fn render_trajectory(
             .chars()
             .take(settings.limits.thought_chars as usize)
             .collect();
-        out.extend(template.action(&action)?);
+        let mut rendered = template.action(&action)?;
+        if !imitate(i) {
+            rendered.loss_mask.fill(false);
+        }
+        out.extend(rendered);
         if !record.done.is_done() {
             out.extend(
                 template.observation(&cut(&record.observation, settings.max_observation_chars))?,

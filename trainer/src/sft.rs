@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::Result;
 use crate::batch::Sample;
 use crate::learner::Learner;
-use crate::rollout::{RolloutSettings, episode_grammar, render_trajectory};
+use crate::rollout::{RolloutSettings, episode_grammar, render_imitating};
 
 /// Settings of a supervised warm-start.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,6 +27,14 @@ pub struct SftConfig {
     /// many (capped at the split's size when the env declares it). SFT is skipped when both
     /// are 0.
     pub demonstrations: usize,
+    /// Extra demonstrations of recovering from a mistake, on the train split's first tasks
+    /// in order (each once, at most the split's size): the demonstrator first makes a typical
+    /// mistake, reads what the env says, then plays the solution — the data of a multi-turn
+    /// agent that repairs its own errors (the SQL demonstrator first runs its join query
+    /// without the `JOIN`). The mistake is shown but not learned
+    /// ([`SftExample::imitate`]); a recovery demonstration in which the demonstrator made no
+    /// mistake (a task with none to make) is dropped, as a copy of a plain one.
+    pub recoveries: usize,
     /// Passes over them.
     pub epochs: u32,
     /// Episodes per optimiser step.
@@ -52,6 +60,7 @@ impl Default for SftConfig {
         Self {
             episodes: 0,
             demonstrations: 0,
+            recoveries: 0,
             epochs: 4,
             minibatch: 16,
             lr: 2e-3,
@@ -71,6 +80,17 @@ pub struct SftExample {
     pub trajectory: Trajectory,
     /// The reset observation's info.
     pub reset_info: Map<String, Value>,
+    /// Which records' actions to learn, by record index (a missing entry means yes): a
+    /// demonstrator's deliberate mistake is shown, with what the env said about it, but not
+    /// learned, so the policy learns the recovery and not the mistake.
+    pub imitate: Vec<bool>,
+}
+
+impl SftExample {
+    /// Whether the action of record `i` carries loss.
+    pub fn imitates(&self, i: usize) -> bool {
+        self.imitate.get(i).copied().unwrap_or(true)
+    }
 }
 
 impl From<Trajectory> for SftExample {
@@ -78,6 +98,7 @@ impl From<Trajectory> for SftExample {
         Self {
             trajectory,
             reset_info: Map::new(),
+            imitate: Vec::new(),
         }
     }
 }
@@ -135,10 +156,14 @@ pub fn samples(
     let mut data = SftData::default();
     for example in examples {
         let mut t = example.trajectory.clone();
+        let mut skipped = 0;
         if config.final_turn_only && t.records.len() > 1 {
-            t.records.drain(..t.records.len() - 1);
+            skipped = t.records.len() - 1;
+            t.records.drain(..skipped);
         }
-        let r = render_trajectory(tokenizer, &spec.tools, &t, settings)?;
+        let r = render_imitating(tokenizer, &spec.tools, &t, settings, |i| {
+            example.imitates(i + skipped)
+        })?;
         if r.ids.len() > settings.max_context || !r.loss_mask.iter().any(|&m| m) {
             data.too_long += 1;
             continue;

@@ -37,7 +37,7 @@ mod tasks;
 
 pub use baseline::SqlBaseline;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
-pub use gold::SqlGold;
+pub use gold::{SqlGold, without_joins};
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };

@@ -127,3 +127,76 @@ fn constrained_sft_teaches_a_fresh_policy_to_read_the_instruction() {
     assert!(before.mean_reward <= 0.5, "{before:?}");
     assert!(after.mean_reward >= 0.9, "{before:?} → {after:?}");
 }
+
+#[test]
+fn a_record_not_to_imitate_is_context_without_loss_or_constraint() {
+    let tok = crate::pick_tokenizer();
+    let spec = PickTool::new().spec().clone();
+    // Two turns: a call outside the grammar (the mistake), then the right call.
+    let right = demo(0, None);
+    let mut two = demo(0, Some("purple"));
+    two.records[0].done = sandgym_env_api::Done::Running;
+    two.records.push(right.records[0].clone());
+    let example = |imitate: Vec<bool>| SftExample {
+        trajectory: two.clone(),
+        imitate,
+        ..SftExample::default()
+    };
+    let config = SftConfig {
+        constrained: true,
+        ..SftConfig::default()
+    };
+    let trainable = |data: &sft::SftData| -> Vec<usize> {
+        data.samples[0]
+            .mask
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let samples = |examples: &[SftExample]| {
+        sft::samples(&tok, &spec, examples, &settings_long(), &config).unwrap()
+    };
+    let one = samples(&[right.clone().into()]);
+    let wrong = samples(&[demo(0, Some("purple")).into()]);
+    let all = samples(&[example(Vec::new())]);
+    let masked = samples(&[example(vec![false, true])]);
+    assert_eq!(all.unconstrained, 1, "the mistake does not fit the grammar");
+    assert_eq!(
+        masked.unconstrained, 0,
+        "an action not learned is not replayed"
+    );
+    let (one, wrong) = (trainable(&one), trainable(&wrong));
+    let (all, masked) = (trainable(&all), trainable(&masked));
+    assert_eq!(all.len(), wrong.len() + one.len());
+    assert_eq!(
+        masked.len(),
+        one.len(),
+        "only the second action carries loss"
+    );
+    assert_eq!(masked, all[wrong.len()..], "and it is the last one");
+    // Only the final turn kept, and that one not to imitate: nothing to learn.
+    let none = sft::samples(
+        &tok,
+        &spec,
+        &[example(vec![true, false])],
+        &settings_long(),
+        &SftConfig {
+            final_turn_only: true,
+            ..config
+        },
+    )
+    .unwrap();
+    assert!(none.samples.is_empty());
+    assert_eq!(none.too_long, 1);
+}
+
+/// [`settings`] with room for two turns.
+fn settings_long() -> RolloutSettings {
+    RolloutSettings {
+        max_turns: 2,
+        max_context: 400,
+        ..settings()
+    }
+}
