@@ -24,8 +24,8 @@ pub struct SftConfig {
     pub episodes: usize,
     /// Episodes of the env's demonstrator (each task's known solution, where the env has
     /// one) to train on as well: the train split's tasks in order, each once, at most this
-    /// many (capped at the split's size when the env declares it). SFT is skipped when both
-    /// are 0.
+    /// many (capped at the split's size when the env declares it). SFT is skipped when these,
+    /// `episodes` and `recoveries` are all 0.
     pub demonstrations: usize,
     /// Extra demonstrations of recovering from a mistake, on the train split's first tasks
     /// in order (each once, at most the split's size): the demonstrator first makes a typical
