@@ -2,7 +2,7 @@
 
 use sandgym_env_api::{Action, EnvSpec, Narrowing, Observation, SplitMix64};
 use sandgym_env_sql::{SqlBaseline, SqlGold};
-use sandgym_env_support::SupportBaseline;
+use sandgym_env_support::{SupportBaseline, SupportGold};
 use serde_json::json;
 
 /// Something that picks actions from observations. It is given the reset observation (the
@@ -52,6 +52,12 @@ impl Agent for SqlGold {
 impl Agent for SupportBaseline {
     fn act(&mut self, observation: &Observation) -> Action {
         SupportBaseline::act(self, observation)
+    }
+}
+
+impl Agent for SupportGold {
+    fn act(&mut self, observation: &Observation) -> Action {
+        SupportGold::act(self, observation)
     }
 }
 

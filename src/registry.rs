@@ -47,7 +47,13 @@ pub const BUNDLED: &[Bundled] = &[
         guest: "customer-service",
         register: sandgym_env_support::SupportEnv::register,
         baseline: Some(|| Box::new(sandgym_env_support::SupportBaseline::default())),
-        demonstrator: None,
+        // The tasks do not depend on the configuration (it sets the reward only).
+        demonstrator: Some(|_, kind| match kind {
+            Demonstration::Solution => Ok(Box::new(sandgym_env_support::SupportGold::bundled())),
+            Demonstration::Recovery => anyhow::bail!(
+                "customer-service-v0's demonstrator models no recovery: set sft.recoveries to 0"
+            ),
+        }),
         preset: training::customer_service_preset,
         pretrained_preset: Some(training::customer_service_pretrained_preset),
         harness: Some(HarnessKind::Support),

@@ -1,7 +1,7 @@
 //! Integration tests of customer-service-v0.
 
 use sandgym_env_api::{Action, Env, ResetOptions, Split, TimeLimit, check_env};
-use sandgym_env_support::{Intent, SupportBaseline, SupportEnv};
+use sandgym_env_support::{Intent, SupportBaseline, SupportEnv, SupportGold};
 use serde_json::json;
 
 fn tool(name: &str, params: serde_json::Value) -> Action {
@@ -89,6 +89,60 @@ fn every_bundled_task_is_solvable_and_the_split_holds_unseen_wordings() {
         assert_eq!(info["success"], json!(true), "{}: {info:?}", task.id);
         assert_eq!(env.reward(), 1.0);
     }
+}
+
+#[test]
+fn the_gold_demonstrator_resolves_every_task_by_the_policy_and_names_the_request() {
+    let mut env = TimeLimit::from_spec(SupportEnv::new());
+    let tasks = env.inner().tasks().to_vec();
+    let mut openings =
+        std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for task in &tasks {
+        let mut agent = SupportGold::new(&tasks);
+        let mut obs = env
+            .reset(0, &ResetOptions::default().with_task(task.id.clone()))
+            .unwrap();
+        let mut tools = Vec::new();
+        let mut first_thought = None;
+        while !env.done().is_done() {
+            let action = agent.act(&obs);
+            // Every thought fits the customer-service preset's thought budget.
+            assert!(action.thought.chars().count() <= 96, "{:?}", action.thought);
+            assert!(!action.thought.is_empty(), "{}: an empty thought", task.id);
+            first_thought.get_or_insert_with(|| action.thought.clone());
+            if let Some(call) = action.tool_call() {
+                tools.push(call.tool_name.clone());
+            }
+            obs = env.step(&action).unwrap();
+        }
+        assert_eq!(obs.info["success"], json!(true), "{}: {obs:?}", task.id);
+        assert_eq!(obs.info["violations"], json!([]), "{}", task.id);
+        assert_eq!(env.reward(), 1.0, "{}", task.id);
+        // Ask, verify, read, and only then act.
+        assert_eq!(
+            tools[..3],
+            ["reply_to_customer", "lookup_customer", "get_order_status"],
+            "{}",
+            task.id
+        );
+        openings
+            .entry(format!(
+                "{:?}",
+                match task.intent {
+                    Intent::CancelShipped => Intent::Cancel,
+                    Intent::ReturnExpired => Intent::Return,
+                    Intent::AddressShipped => Intent::AddressChange,
+                    other => other,
+                }
+            ))
+            .or_default()
+            .insert(first_thought.unwrap());
+    }
+    // One statement of the request per kind of request, and different kinds apart: six.
+    assert_eq!(openings.len(), 6, "{openings:?}");
+    assert!(openings.values().all(|t| t.len() == 1), "{openings:?}");
+    let distinct: std::collections::BTreeSet<_> = openings.values().flatten().collect();
+    assert_eq!(distinct.len(), 6);
 }
 
 #[test]

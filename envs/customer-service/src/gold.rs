@@ -1,0 +1,253 @@
+//! The gold demonstrator: an agent that resolves every task the way the policy says.
+
+use std::collections::HashMap;
+
+use sandgym_env_api::{Action, Observation};
+use serde_json::{Value, json};
+
+use crate::tasks::{Intent, Task};
+use crate::world::OrderStatus;
+
+/// Plays each task's correct resolution, as a careful human agent following the written policy
+/// would: it asks for the order number and e-mail, verifies the customer, reads the order, then
+/// acts on what the customer asked and what the order shows (cancels or re-addresses only a
+/// processing order, opens a return only within 30 days of delivery, with the customer's own
+/// reason, gives the carrier and tracking number of a late parcel, looks up the refund policy)
+/// and tells the customer the outcome. Every thought names the request and, where the decision
+/// turns on it, the fact it turns on, so a model imitating these episodes states the request
+/// once, next to the customer's words, and later decides next to that statement.
+///
+/// Its episodes are demonstrations for a supervised warm-start that cover all nine intents,
+/// the refusals included — which the scripted [`SupportBaseline`](crate::SupportBaseline)
+/// gets wrong for both kinds of return. It reads the task from the reset observation's `task`
+/// info.
+///
+/// ```
+/// use sandgym_env_api::{Env, ResetOptions};
+/// use sandgym_env_support::{SupportEnv, SupportGold};
+/// let mut env = SupportEnv::new();
+/// let mut agent = SupportGold::new(env.tasks());
+/// let mut obs = env.reset(4, &ResetOptions::default())?;
+/// while !env.done().is_done() {
+///     obs = env.step(&agent.act(&obs))?;
+/// }
+/// assert_eq!(obs.info["success"], true);
+/// assert_eq!(env.reward(), 1.0);
+/// # Ok::<(), sandgym_env_api::EnvError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SupportGold {
+    tasks: HashMap<String, Task>,
+    task: Option<Task>,
+    turn: usize,
+}
+
+/// How a thought names what the customer asked (the request, not its outcome).
+fn request(intent: Intent) -> &'static str {
+    match intent {
+        Intent::OrderStatus => "Status request",
+        Intent::LateDelivery => "Late delivery",
+        Intent::Cancel | Intent::CancelShipped => "Cancellation",
+        Intent::Return | Intent::ReturnExpired => "Return",
+        Intent::AddressChange | Intent::AddressShipped => "Address change",
+        Intent::RefundQuestion => "Refund question",
+    }
+}
+
+/// The target order's status as the task starts.
+fn status(task: &Task) -> &'static str {
+    task.world
+        .orders
+        .get(&task.order_id)
+        .map_or(OrderStatus::Processing, |o| o.status)
+        .as_str()
+}
+
+/// The address the task expects the target order to end with.
+fn new_address(task: &Task) -> String {
+    task.expected
+        .orders
+        .get(&task.order_id)
+        .map(|o| o.address.clone())
+        .unwrap_or_default()
+}
+
+impl SupportGold {
+    /// The demonstrator of `tasks`.
+    pub fn new(tasks: &[Task]) -> Self {
+        Self {
+            tasks: tasks.iter().map(|t| (t.id.clone(), t.clone())).collect(),
+            task: None,
+            turn: 0,
+        }
+    }
+
+    /// The demonstrator of the bundled tasks (those every configuration of the env plays).
+    pub fn bundled() -> Self {
+        Self::new(&crate::tasks::bundled())
+    }
+
+    /// The next action given the latest observation (the instruction starts an episode).
+    pub fn act(&mut self, observation: &Observation) -> Action {
+        if let Some(task) = observation
+            .info
+            .get("task")
+            .and_then(Value::as_str)
+            .and_then(|id| self.tasks.get(id))
+        {
+            self.task = Some(task.clone());
+            self.turn = 0;
+        }
+        let Some(task) = self
+            .task
+            .clone()
+            .filter(|t| t.world.orders.contains_key(&t.order_id))
+        else {
+            return Action::respond("Sorry, I can't find your request.");
+        };
+        self.turn += 1;
+        let what = request(task.intent);
+        let order = task.order_id.as_str();
+        match self.turn {
+            1 => {
+                let asked = match task.intent {
+                    Intent::OrderStatus => "The customer asks for the status of an order.",
+                    Intent::LateDelivery => "The customer's order is late.",
+                    Intent::Cancel | Intent::CancelShipped => {
+                        "The customer wants to cancel an order."
+                    }
+                    Intent::Return | Intent::ReturnExpired => {
+                        "The customer wants to return an item."
+                    }
+                    Intent::AddressChange | Intent::AddressShipped => {
+                        "The customer wants to change the delivery address."
+                    }
+                    Intent::RefundQuestion => "The customer asks when a refund arrives.",
+                };
+                Action::tool(
+                    "reply_to_customer",
+                    json!({"message": "I can help with that. Could you give me your order number and the e-mail address on your account?"}),
+                )
+                .with_thought(asked)
+            }
+            2 => {
+                let email = task
+                    .world
+                    .customers
+                    .get(&task.customer_id)
+                    .map(|c| c.email.clone())
+                    .unwrap_or_default();
+                Action::tool("lookup_customer", json!({"email": email}))
+                    .with_thought(format!("{what}: verify the customer by e-mail."))
+            }
+            3 => Action::tool("get_order_status", json!({"order_id": order}))
+                .with_thought(format!("{what}: read the order.")),
+            4 => self.decide(&task),
+            _ => self.conclude(&task),
+        }
+    }
+
+    /// The step after reading the order: the write, the lookup, or the answer.
+    fn decide(&self, task: &Task) -> Action {
+        let order = task.order_id.as_str();
+        let status = status(task);
+        let what = request(task.intent);
+        match task.intent {
+            Intent::OrderStatus => Action::respond(format!("Your order {order} is {status}."))
+                .with_thought(format!("{what}: the order is {status}.")),
+            Intent::LateDelivery => Action::tool("get_tracking", json!({"order_id": order}))
+                .with_thought(format!("{what}: read the tracking.")),
+            Intent::Cancel => Action::tool("cancel_order", json!({"order_id": order}))
+                .with_thought(format!("{what}: the order is processing, so cancel it.")),
+            Intent::CancelShipped => Action::respond(format!(
+                "Your order {order} has already shipped, so it can't be cancelled. You can return it after delivery."
+            ))
+            .with_thought(format!("{what}: the order has shipped, so it can't be cancelled.")),
+            Intent::Return => {
+                let reason = task
+                    .expected
+                    .returns
+                    .values()
+                    .find(|r| r.order_id == order)
+                    .map(|r| r.reason.clone())
+                    .unwrap_or_default();
+                Action::tool(
+                    "create_return",
+                    json!({"order_id": order, "reason": reason}),
+                )
+                .with_thought(format!("{what}: {}, within 30 days.", self.since(task)))
+            }
+            Intent::ReturnExpired => Action::respond(format!(
+                "Your order {order} was delivered more than 30 days ago, so it can't be returned."
+            ))
+            .with_thought(format!("{what}: {}, over 30 days.", self.since(task))),
+            Intent::AddressChange => {
+                let address = new_address(task);
+                Action::tool(
+                    "update_address",
+                    json!({"order_id": order, "address": address}),
+                )
+                .with_thought(format!("{what}: the order is processing, so update it."))
+            }
+            Intent::AddressShipped => Action::respond(format!(
+                "Your order {order} has already shipped, so the address can't be changed."
+            ))
+            .with_thought(format!("{what}: the order has shipped, so it can't be changed.")),
+            Intent::RefundQuestion => Action::tool("search_kb", json!({"query": "refund"}))
+                .with_thought(format!("{what}: look up the refund policy.")),
+        }
+    }
+
+    /// How long ago the target order was delivered, as the order's record shows it.
+    fn since(&self, task: &Task) -> String {
+        let day = task
+            .world
+            .orders
+            .get(&task.order_id)
+            .and_then(|o| o.delivered_day)
+            .unwrap_or(task.world.today);
+        format!(
+            "delivered on day {day}, today is day {}: {} days ago",
+            task.world.today,
+            task.world.today.saturating_sub(day)
+        )
+    }
+
+    /// The answer after the write or the lookup.
+    fn conclude(&self, task: &Task) -> Action {
+        let order = task.order_id.as_str();
+        let what = request(task.intent);
+        match task.intent {
+            Intent::LateDelivery => {
+                let (carrier, number) = task
+                    .world
+                    .orders
+                    .get(order)
+                    .and_then(|o| o.tracking.clone())
+                    .unwrap_or_default();
+                Action::respond(format!(
+                    "Sorry for the delay. Your order is with {carrier}, tracking number {number}; the carrier is investigating."
+                ))
+                .with_thought(format!("{what}: give the carrier and tracking number."))
+            }
+            Intent::Cancel => Action::respond(format!("Your order {order} has been cancelled."))
+                .with_thought(format!("{what}: the order is cancelled.")),
+            Intent::Return => Action::respond(format!(
+                "I've opened return R{} for your order {order}.",
+                order.get(1..).unwrap_or(order)
+            ))
+            .with_thought(format!("{what}: the return is open.")),
+            Intent::AddressChange => Action::respond(format!(
+                "Done: your order {order} will be delivered to {}.",
+                new_address(task)
+            ))
+            .with_thought(format!("{what}: the address is updated.")),
+            Intent::RefundQuestion => {
+                Action::respond("Refunds arrive 5-7 business days after we receive your return.")
+                    .with_thought(format!("{what}: refunds take 5-7 business days."))
+            }
+            // The others answered in `decide`; a further turn only closes politely.
+            _ => Action::respond(format!("Your order {order} is {}.", status(task))),
+        }
+    }
+}
