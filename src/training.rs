@@ -151,16 +151,22 @@ pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
 
 /// The customer-service preset for a pretrained model, sized for 2 CPU cores: the long
 /// multi-turn episodes (about 5 turns) make a training pass the cost, so SFT on every turn of
-/// the successful ones among 256 scripted-baseline episodes of the train split (175), two
-/// epochs in minibatches of 8; then one GRPO iteration of 4 tasks × 4 rollouts, one optimiser
-/// step. Measured on the 90 test tasks (README, Training): 64 baseline episodes (43
-/// successful) gave 0.011 success, 256 give 0.222 against the baseline's 0.778 (27 minutes).
+/// the gold demonstrator's episodes of the train split's first 180 tasks (20 of each intent,
+/// the refusals included), whose thoughts (up to 96 characters) name the request and the fact
+/// each decision turns on, two epochs in minibatches of 8; then one GRPO iteration of 4 tasks
+/// × 4 rollouts, one optimiser step. Measured on the 90 test tasks (README, Training): 0.489
+/// success against the baseline's 0.778 (49 minutes); SFT on the successful ones among 256
+/// baseline episodes, without thoughts, had given 0.222.
 pub fn customer_service_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
     c.schedule.iters = 1;
     c.rollout.tasks_per_iter = 4;
     c.rollout.group_size = if algo.is_group() { 4 } else { 1 };
+    c.rollout.thought_chars = 96;
+    // A thought and a reply in one action: room for both.
+    c.rollout.max_new_tokens = 112;
     c.optimiser.minibatch = 16;
-    c.sft.episodes = 256;
+    c.sft.episodes = 0;
+    c.sft.demonstrations = 180;
     c.sft.epochs = 2;
     c.sft.minibatch = 8;
 }
@@ -726,6 +732,37 @@ mod tests {
         for e in baseline_sft_data(&target, &plain).unwrap() {
             assert!(e.imitate.iter().all(|&i| i));
         }
+    }
+
+    /// The customer-service preset for a pretrained model learns from the gold demonstrator:
+    /// 20 successful episodes of each of the nine intents (the refusals included), every
+    /// action with a thought that fits the preset's thought budget; recoveries are refused.
+    #[test]
+    fn the_customer_service_preset_learns_every_intent_from_the_gold_demonstrator() {
+        let c = preset("customer-service-v0", Algo::Grpo, true);
+        let target = EnvTarget::new("customer-service-v0");
+        let examples = baseline_sft_data(&target, &c.sft).unwrap();
+        assert_eq!(examples.len(), c.sft.demonstrations);
+        let mut intents = std::collections::BTreeMap::<String, usize>::new();
+        for e in &examples {
+            *intents
+                .entry(e.reset_info["intent"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+            let records = &e.trajectory.records;
+            assert_eq!(records.last().unwrap().reward, 1.0, "{records:?}");
+            for r in records {
+                assert!(!r.thought.is_empty(), "{r:?}");
+                assert!(r.thought.chars().count() <= c.rollout.thought_chars as usize);
+            }
+        }
+        assert_eq!(intents.len(), 9, "{intents:?}");
+        assert!(intents.values().all(|&n| n == 20), "{intents:?}");
+        let recoveries = SftConfig {
+            recoveries: 10,
+            ..SftConfig::default()
+        };
+        let error = baseline_sft_data(&target, &recoveries).unwrap_err();
+        assert!(error.to_string().contains("no recovery"), "{error}");
     }
 
     /// Every preset is a valid configuration, for every bundled env, algorithm and kind of
