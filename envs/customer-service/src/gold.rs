@@ -98,14 +98,14 @@ impl SupportGold {
             self.task = Some(task.clone());
             self.turn = 0;
         }
+        self.turn += 1;
         let Some(task) = self
             .task
-            .clone()
+            .as_ref()
             .filter(|t| t.world.orders.contains_key(&t.order_id))
         else {
             return Action::respond("Sorry, I can't find your request.");
         };
-        self.turn += 1;
         let what = request(task.intent);
         let order = task.order_id.as_str();
         match self.turn {
@@ -142,17 +142,18 @@ impl SupportGold {
             }
             3 => Action::tool("get_order_status", json!({"order_id": order}))
                 .with_thought(format!("{what}: read the order.")),
-            4 => self.decide(&task),
-            _ => self.conclude(&task),
+            4 => decide(task),
+            _ => conclude(task),
         }
     }
+}
 
-    /// The step after reading the order: the write, the lookup, or the answer.
-    fn decide(&self, task: &Task) -> Action {
-        let order = task.order_id.as_str();
-        let status = status(task);
-        let what = request(task.intent);
-        match task.intent {
+/// The step after reading the order: the write, the lookup, or the answer.
+fn decide(task: &Task) -> Action {
+    let order = task.order_id.as_str();
+    let status = status(task);
+    let what = request(task.intent);
+    match task.intent {
             Intent::OrderStatus => Action::respond(format!("Your order {order} is {status}."))
                 .with_thought(format!("{what}: the order is {status}.")),
             Intent::LateDelivery => Action::tool("get_tracking", json!({"order_id": order}))
@@ -175,12 +176,12 @@ impl SupportGold {
                     "create_return",
                     json!({"order_id": order, "reason": reason}),
                 )
-                .with_thought(format!("{what}: {}, within 30 days.", self.since(task)))
+                .with_thought(format!("{what}: {}, within 30 days.", since(task)))
             }
             Intent::ReturnExpired => Action::respond(format!(
                 "Your order {order} was delivered more than 30 days ago, so it can't be returned."
             ))
-            .with_thought(format!("{what}: {}, over 30 days.", self.since(task))),
+            .with_thought(format!("{what}: {}, over 30 days.", since(task))),
             Intent::AddressChange => {
                 let address = new_address(task);
                 Action::tool(
@@ -196,58 +197,57 @@ impl SupportGold {
             Intent::RefundQuestion => Action::tool("search_kb", json!({"query": "refund"}))
                 .with_thought(format!("{what}: look up the refund policy.")),
         }
-    }
+}
 
-    /// How long ago the target order was delivered, as the order's record shows it.
-    fn since(&self, task: &Task) -> String {
-        let day = task
-            .world
-            .orders
-            .get(&task.order_id)
-            .and_then(|o| o.delivered_day)
-            .unwrap_or(task.world.today);
-        format!(
-            "delivered on day {day}, today is day {}: {} days ago",
-            task.world.today,
-            task.world.today.saturating_sub(day)
-        )
-    }
+/// How long ago the target order was delivered, as the order's record shows it.
+fn since(task: &Task) -> String {
+    let day = task
+        .world
+        .orders
+        .get(&task.order_id)
+        .and_then(|o| o.delivered_day)
+        .unwrap_or(task.world.today);
+    format!(
+        "delivered on day {day}, today is day {}: {} days ago",
+        task.world.today,
+        task.world.today.saturating_sub(day)
+    )
+}
 
-    /// The answer after the write or the lookup.
-    fn conclude(&self, task: &Task) -> Action {
-        let order = task.order_id.as_str();
-        let what = request(task.intent);
-        match task.intent {
-            Intent::LateDelivery => {
-                let (carrier, number) = task
-                    .world
-                    .orders
-                    .get(order)
-                    .and_then(|o| o.tracking.clone())
-                    .unwrap_or_default();
-                Action::respond(format!(
+/// The answer after the write or the lookup.
+fn conclude(task: &Task) -> Action {
+    let order = task.order_id.as_str();
+    let what = request(task.intent);
+    match task.intent {
+        Intent::LateDelivery => {
+            let (carrier, number) = task
+                .world
+                .orders
+                .get(order)
+                .and_then(|o| o.tracking.clone())
+                .unwrap_or_default();
+            Action::respond(format!(
                     "Sorry for the delay. Your order is with {carrier}, tracking number {number}; the carrier is investigating."
                 ))
                 .with_thought(format!("{what}: give the carrier and tracking number."))
-            }
-            Intent::Cancel => Action::respond(format!("Your order {order} has been cancelled."))
-                .with_thought(format!("{what}: the order is cancelled.")),
-            Intent::Return => Action::respond(format!(
-                "I've opened return R{} for your order {order}.",
-                order.get(1..).unwrap_or(order)
-            ))
-            .with_thought(format!("{what}: the return is open.")),
-            Intent::AddressChange => Action::respond(format!(
-                "Done: your order {order} will be delivered to {}.",
-                new_address(task)
-            ))
-            .with_thought(format!("{what}: the address is updated.")),
-            Intent::RefundQuestion => {
-                Action::respond("Refunds arrive 5-7 business days after we receive your return.")
-                    .with_thought(format!("{what}: refunds take 5-7 business days."))
-            }
-            // The others answered in `decide`; a further turn only closes politely.
-            _ => Action::respond(format!("Your order {order} is {}.", status(task))),
         }
+        Intent::Cancel => Action::respond(format!("Your order {order} has been cancelled."))
+            .with_thought(format!("{what}: the order is cancelled.")),
+        Intent::Return => Action::respond(format!(
+            "I've opened return R{} for your order {order}.",
+            order.get(1..).unwrap_or(order)
+        ))
+        .with_thought(format!("{what}: the return is open.")),
+        Intent::AddressChange => Action::respond(format!(
+            "Done: your order {order} will be delivered to {}.",
+            new_address(task)
+        ))
+        .with_thought(format!("{what}: the address is updated.")),
+        Intent::RefundQuestion => {
+            Action::respond("Refunds arrive 5-7 business days after we receive your return.")
+                .with_thought(format!("{what}: refunds take 5-7 business days."))
+        }
+        // The others answered in `decide`; a further turn only closes politely.
+        _ => Action::respond(format!("Your order {order} is {}.", status(task))),
     }
 }
