@@ -154,49 +154,49 @@ fn decide(task: &Task) -> Action {
     let status = status(task);
     let what = request(task.intent);
     match task.intent {
-            Intent::OrderStatus => Action::respond(format!("Your order {order} is {status}."))
-                .with_thought(format!("{what}: the order is {status}.")),
-            Intent::LateDelivery => Action::tool("get_tracking", json!({"order_id": order}))
-                .with_thought(format!("{what}: read the tracking.")),
-            Intent::Cancel => Action::tool("cancel_order", json!({"order_id": order}))
-                .with_thought(format!("{what}: the order is processing, so cancel it.")),
-            Intent::CancelShipped => Action::respond(format!(
-                "Your order {order} has already shipped, so it can't be cancelled. You can return it after delivery."
-            ))
-            .with_thought(format!("{what}: the order has shipped, so it can't be cancelled.")),
-            Intent::Return => {
-                let reason = task
-                    .expected
-                    .returns
-                    .values()
-                    .find(|r| r.order_id == order)
-                    .map(|r| r.reason.clone())
-                    .unwrap_or_default();
-                Action::tool(
-                    "create_return",
-                    json!({"order_id": order, "reason": reason}),
-                )
-                .with_thought(format!("{what}: {}, within 30 days.", since(task)))
-            }
-            Intent::ReturnExpired => Action::respond(format!(
-                "Your order {order} was delivered more than 30 days ago, so it can't be returned."
-            ))
-            .with_thought(format!("{what}: {}, over 30 days.", since(task))),
-            Intent::AddressChange => {
-                let address = new_address(task);
-                Action::tool(
-                    "update_address",
-                    json!({"order_id": order, "address": address}),
-                )
-                .with_thought(format!("{what}: the order is processing, so update it."))
-            }
-            Intent::AddressShipped => Action::respond(format!(
-                "Your order {order} has already shipped, so the address can't be changed."
-            ))
-            .with_thought(format!("{what}: the order has shipped, so it can't be changed.")),
-            Intent::RefundQuestion => Action::tool("search_kb", json!({"query": "refund"}))
-                .with_thought(format!("{what}: look up the refund policy.")),
+        Intent::OrderStatus => Action::respond(format!("Your order {order} is {status}."))
+            .with_thought(format!("{what}: the order is {status}.")),
+        Intent::LateDelivery => Action::tool("get_tracking", json!({"order_id": order}))
+            .with_thought(format!("{what}: read the tracking.")),
+        Intent::Cancel => Action::tool("cancel_order", json!({"order_id": order}))
+            .with_thought(format!("{what}: the order is processing, so cancel it.")),
+        Intent::CancelShipped => Action::respond(format!(
+            "Your order {order} has already shipped, so it can't be cancelled. You can return it after delivery."
+        ))
+        .with_thought(format!("{what}: the order has shipped, so it can't be cancelled.")),
+        Intent::Return => {
+            let reason = task
+                .expected
+                .returns
+                .values()
+                .find(|r| r.order_id == order)
+                .map(|r| r.reason.clone())
+                .unwrap_or_default();
+            Action::tool(
+                "create_return",
+                json!({"order_id": order, "reason": reason}),
+            )
+            .with_thought(format!("{what}: {}, within 30 days.", since(task)))
         }
+        Intent::ReturnExpired => Action::respond(format!(
+            "Your order {order} was delivered more than 30 days ago, so it can't be returned."
+        ))
+        .with_thought(format!("{what}: {}, over 30 days.", since(task))),
+        Intent::AddressChange => {
+            let address = new_address(task);
+            Action::tool(
+                "update_address",
+                json!({"order_id": order, "address": address}),
+            )
+            .with_thought(format!("{what}: the order is processing, so update it."))
+        }
+        Intent::AddressShipped => Action::respond(format!(
+            "Your order {order} has already shipped, so the address can't be changed."
+        ))
+        .with_thought(format!("{what}: the order has shipped, so it can't be changed.")),
+        Intent::RefundQuestion => Action::tool("search_kb", json!({"query": "refund"}))
+            .with_thought(format!("{what}: look up the refund policy.")),
+    }
 }
 
 /// How long ago the target order was delivered, as the order's record shows it.
