@@ -13,9 +13,10 @@ use crate::world::OrderStatus;
 /// acts on what the customer asked and what the order shows (cancels or re-addresses only a
 /// processing order, opens a return only within 30 days of delivery, with the customer's own
 /// reason, gives the carrier and tracking number of a late parcel, looks up the refund policy)
-/// and tells the customer the outcome. Every thought names the request and, where the decision
-/// turns on it, the fact it turns on, so a model imitating these episodes states the request
-/// once, next to the customer's words, and later decides next to that statement.
+/// and tells the customer the outcome. Every thought starts with the same label of the request
+/// (`"Refund question: …"`) and, where the decision turns on it, states the fact it turns on,
+/// so a model imitating these episodes classifies the request once, next to the customer's
+/// words, and afterwards copies its own label rather than classifying again.
 ///
 /// Its episodes are demonstrations for a supervised warm-start that cover all nine intents,
 /// the refusals included — which the scripted [`SupportBaseline`](crate::SupportBaseline)
@@ -109,27 +110,11 @@ impl SupportGold {
         let what = request(task.intent);
         let order = task.order_id.as_str();
         match self.turn {
-            1 => {
-                let asked = match task.intent {
-                    Intent::OrderStatus => "The customer asks for the status of an order.",
-                    Intent::LateDelivery => "The customer's order is late.",
-                    Intent::Cancel | Intent::CancelShipped => {
-                        "The customer wants to cancel an order."
-                    }
-                    Intent::Return | Intent::ReturnExpired => {
-                        "The customer wants to return an item."
-                    }
-                    Intent::AddressChange | Intent::AddressShipped => {
-                        "The customer wants to change the delivery address."
-                    }
-                    Intent::RefundQuestion => "The customer asks when a refund arrives.",
-                };
-                Action::tool(
-                    "reply_to_customer",
-                    json!({"message": "I can help with that. Could you give me your order number and the e-mail address on your account?"}),
-                )
-                .with_thought(asked)
-            }
+            1 => Action::tool(
+                "reply_to_customer",
+                json!({"message": "I can help with that. Could you give me your order number and the e-mail address on your account?"}),
+            )
+            .with_thought(format!("{what}: ask for the order number and e-mail.")),
             2 => {
                 let email = task
                     .world
@@ -199,7 +184,9 @@ fn decide(task: &Task) -> Action {
     }
 }
 
-/// How long ago the target order was delivered, as the order's record shows it.
+/// The day the target order was delivered, the day its return window ends and today, as the
+/// order's record shows them. The window's end is the delivery day plus 30, so the decision
+/// is an addition and a comparison of two days rather than a subtraction.
 fn since(task: &Task) -> String {
     let day = task
         .world
@@ -208,9 +195,9 @@ fn since(task: &Task) -> String {
         .and_then(|o| o.delivered_day)
         .unwrap_or(task.world.today);
     format!(
-        "delivered on day {day}, today is day {}: {} days ago",
-        task.world.today,
-        task.world.today.saturating_sub(day)
+        "delivered day {day}, returns end day {}, today is day {}",
+        day + 30,
+        task.world.today
     )
 }
 

@@ -111,42 +111,86 @@ const CITIES: [&str; 8] = [
 const CARRIERS: [&str; 3] = ["ParcelNow", "SwiftShip", "PostExpress"];
 const REASONS: [&str; 4] = ["broken", "the wrong size", "not as described", "damaged"];
 
-fn openings(intent: Intent) -> [&'static str; 4] {
+/// How many wordings of each request the train split rotates through.
+const TRAIN_WORDINGS: usize = 9;
+
+/// The customer's first messages for `intent`: [`TRAIN_WORDINGS`] train wordings, then the
+/// wording held out for the test split. The first three train wordings are the original ones;
+/// the other six were added so that a learned agent sees each request said in more than one
+/// way. None of them reuses the held-out wording's distinctive words, so the test split stays
+/// phrased in ways never seen in training.
+fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
     match intent {
         Intent::OrderStatus => [
             "Hi, can you tell me the status of my {item} order?",
             "Hello! What's happening with the {item} I ordered?",
             "I'd like an update on my order for a {item}.",
+            "Has my {item} shipped yet?",
+            "Any news about the {item} I bought?",
+            "What is the current state of my {item} order?",
+            "Is my {item} on its way?",
+            "I ordered a {item} a while ago. Where does it stand?",
+            "Quick question: what's the status of the {item}?",
             "Could you check on my {item} order please?",
         ],
         Intent::LateDelivery => [
             "My {item} was supposed to arrive days ago and it's still not here.",
             "Where is my {item}? The delivery date has passed.",
             "The {item} I ordered is late. What's going on?",
+            "My {item} is overdue. It was due last week.",
+            "The {item} hasn't shown up and the expected date is long gone.",
+            "It's past the delivery date and there's no sign of my {item}.",
+            "My {item} didn't arrive on time. Can you find out why?",
+            "The {item} is taking far too long to get here.",
+            "I expected the {item} days ago. Why hasn't it come?",
             "I'm still waiting for my {item}, it should have been delivered already.",
         ],
         Intent::Cancel | Intent::CancelShipped => [
             "I want to cancel my order for the {item}.",
             "Please cancel the {item} I ordered.",
             "I changed my mind about the {item}, can you cancel it?",
+            "I no longer need the {item}. Please cancel the order.",
+            "Could you stop my {item} order before it goes out?",
+            "I ordered a {item} by mistake, please cancel it.",
+            "Please call off my order for the {item}.",
+            "I'd like to cancel the {item} purchase.",
+            "Don't send the {item}, I want to cancel.",
             "Cancel my {item} order, please.",
         ],
         Intent::Return | Intent::ReturnExpired => [
             "The {item} I received is {reason}. I'd like to return it.",
             "I want to send back the {item}; it is {reason}.",
             "Can I return my {item}? It's {reason}.",
+            "I'd like to send my {item} back because it is {reason}.",
+            "The {item} came and it's {reason}. Please set up a return.",
+            "Return request: my {item} is {reason}.",
+            "I want a return for the {item}, it's {reason}.",
+            "The {item} turned out to be {reason}, so I'm returning it.",
+            "Please help me return the {item}. It is {reason}.",
             "My {item} is {reason}, I need to return it.",
         ],
         Intent::AddressChange | Intent::AddressShipped => [
             "I need to change the delivery address of my {item} order to {address}.",
             "Please ship my {item} to {address} instead.",
             "Can you update the address for my {item} order? The new one is {address}.",
+            "Please deliver my {item} to {address} rather than the old address.",
+            "The {item} should go to {address}. Can you change that?",
+            "New address for my {item} order: {address}. Thanks!",
+            "Could you redirect the {item} to {address}, thank you.",
+            "I'd like my {item} shipped to {address} from now on.",
+            "Change where my {item} goes: {address}, if possible.",
             "I moved. Send the {item} to {address}, please.",
         ],
         Intent::RefundQuestion => [
             "I returned my {item}. When will I get my refund?",
             "How long until I'm refunded for the {item} I sent back?",
             "When does the refund for my returned {item} arrive?",
+            "My {item} return was sent. How soon is the refund?",
+            "I already returned the {item}. When do I get paid back?",
+            "When will my refund for the {item} come through?",
+            "I mailed the {item} back last week. When is my refund due?",
+            "What's the timeline for getting refunded for the {item}?",
+            "I returned the {item}, how long does the refund take?",
             "I sent the {item} back, when is the money coming?",
         ],
     }
@@ -218,12 +262,19 @@ enum Change {
     Return(Return),
 }
 
-/// Generates task `index`: its intent cycles through the nine intents, its wording through
-/// four templates; everything else comes from the seed. The fourth wording is held out for the
-/// test split, so test tasks are phrased in ways never seen in training.
+/// Generates task `index`: its intent cycles through the nine intents; every fourth block of
+/// nine tasks is a test block, phrased in the held-out wording, and the train blocks rotate
+/// through the train wordings. Everything else comes from the seed (the wording only picks the
+/// opening's template, so a task's world does not depend on it).
 pub fn generate(index: usize) -> Task {
     let intent = INTENTS[index % INTENTS.len()];
-    let wording = (index / INTENTS.len()) % 4;
+    let block = index / INTENTS.len();
+    let test = block % 4 == 3;
+    let wording = if test {
+        TRAIN_WORDINGS
+    } else {
+        (block / 4 * 3 + block % 4) % TRAIN_WORDINGS
+    };
     let mut rng = SplitMix64::new(0x5eed_0000 + index as u64);
     let mut world = World {
         today: 100 + rng.below(200) as u32,
@@ -351,11 +402,7 @@ pub fn generate(index: usize) -> Task {
     Task {
         id: format!("support-{index:04}"),
         intent,
-        split: if wording == 3 {
-            Split::Test
-        } else {
-            Split::Train
-        },
+        split: if test { Split::Test } else { Split::Train },
         world,
         customer_id,
         order_id,
@@ -371,4 +418,104 @@ pub const BUNDLED_TASKS: usize = 360;
 /// Every bundled task.
 pub fn bundled() -> Vec<Task> {
     (0..BUNDLED_TASKS).map(generate).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `text` fills `template`: its literal parts, in order, the first a prefix and
+    /// the last a suffix.
+    fn fills(template: &str, text: &str) -> bool {
+        let parts: Vec<&str> = template
+            .split(['{', '}'])
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, p)| p)
+            .collect();
+        let (first, last) = (parts[0], parts[parts.len() - 1]);
+        if !text.starts_with(first) || !text.ends_with(last) {
+            return false;
+        }
+        let mut rest = &text[first.len()..text.len() - last.len()];
+        for part in &parts[1..parts.len() - 1] {
+            match rest.find(part) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The wording `task` was generated from (exactly one template of its intent fits).
+    fn wording_of(task: &Task) -> usize {
+        let fit: Vec<usize> = openings(task.intent)
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| fills(t, &task.opening))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(fit.len(), 1, "{}: {:?} fits {fit:?}", task.id, task.opening);
+        fit[0]
+    }
+
+    #[test]
+    fn the_train_split_rotates_through_every_train_wording_and_the_test_split_holds_the_last() {
+        let tasks = bundled();
+        let mut uses = std::collections::BTreeMap::<(String, usize), usize>::new();
+        for task in &tasks {
+            let wording = wording_of(task);
+            assert_eq!(
+                task.split == Split::Test,
+                wording == TRAIN_WORDINGS,
+                "{}: wording {wording}",
+                task.id
+            );
+            *uses
+                .entry((format!("{:?}", task.intent), wording))
+                .or_default() += 1;
+        }
+        for intent in INTENTS {
+            for wording in 0..TRAIN_WORDINGS {
+                let n = uses
+                    .get(&(format!("{intent:?}"), wording))
+                    .copied()
+                    .unwrap_or(0);
+                assert!(n >= 3, "{intent:?} wording {wording}: {n} train tasks");
+            }
+            assert_eq!(uses[&(format!("{intent:?}"), TRAIN_WORDINGS)], 10);
+        }
+        // The first 180 train tasks (the customer-service preset's demonstrations) already
+        // say every request in every train wording.
+        let head: std::collections::BTreeSet<_> = tasks
+            .iter()
+            .filter(|t| t.split == Split::Train)
+            .take(180)
+            .map(|t| (format!("{:?}", t.intent), wording_of(t)))
+            .collect();
+        assert_eq!(head.len(), INTENTS.len() * TRAIN_WORDINGS);
+    }
+
+    #[test]
+    fn the_test_split_is_what_it_was_before_the_train_wordings_were_added() {
+        // The test split's tasks, worlds and openings are fixed: measurements taken before
+        // the train split gained wordings stay comparable.
+        let test: Vec<_> = bundled()
+            .into_iter()
+            .filter(|t| t.split == Split::Test)
+            .collect();
+        assert_eq!(test.len(), 90);
+        assert_eq!(test[0].id, "support-0027");
+        assert_eq!(
+            test[0].opening,
+            format!(
+                "Could you check on my {} order please?",
+                test[0].world.orders[&test[0].order_id].item
+            )
+        );
+        assert!(test.iter().all(|t| {
+            let index: usize = t.id["support-".len()..].parse().unwrap();
+            (index / INTENTS.len()) % 4 == 3
+        }));
+    }
 }

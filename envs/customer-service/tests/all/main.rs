@@ -109,7 +109,15 @@ fn the_gold_demonstrator_resolves_every_task_by_the_policy_and_names_the_request
             // Every thought fits the customer-service preset's thought budget.
             assert!(action.thought.chars().count() <= 96, "{:?}", action.thought);
             assert!(!action.thought.is_empty(), "{}: an empty thought", task.id);
-            first_thought.get_or_insert_with(|| action.thought.clone());
+            // Every thought starts with the label the first one gave the request.
+            let label = action
+                .thought
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let first = first_thought.get_or_insert_with(|| label.clone());
+            assert_eq!(&label, first, "{}: {:?}", task.id, action.thought);
             if let Some(call) = action.tool_call() {
                 tools.push(call.tool_name.clone());
             }
