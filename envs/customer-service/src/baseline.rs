@@ -32,6 +32,40 @@ fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
     text.rfind(marker).map(|at| &text[at + marker.len()..])
 }
 
+/// The pleasantries a customer ends an address-change request with, as the bot's authors met
+/// them; whatever follows the address and is not among them stays part of it.
+const ADDRESS_TAILS: [&str; 8] = [
+    ", please",
+    " instead",
+    ", thank you",
+    ", if possible",
+    " rather than the old address",
+    " from now on",
+    ". Can you change that?",
+    ". Thanks!",
+];
+
+/// The new address in a customer's request: what follows the last " to ", " is " or ": ",
+/// without a closing pleasantry or full stop; `None` when nothing is left.
+fn new_address(opening: &str) -> Option<String> {
+    let mut address = [" to ", " is ", ": "]
+        .iter()
+        .find_map(|marker| after(opening, marker))?
+        .trim();
+    loop {
+        let before = address;
+        address = address.trim_end_matches('.');
+        for tail in ADDRESS_TAILS {
+            address = address.trim_end_matches(tail);
+        }
+        if address == before {
+            break;
+        }
+    }
+    let address = address.trim();
+    (!address.is_empty()).then(|| address.to_owned())
+}
+
 impl SupportBaseline {
     /// The next action given the latest observation (the instruction starts an episode).
     pub fn act(&mut self, observation: &Observation) -> Action {
@@ -105,13 +139,10 @@ impl SupportBaseline {
             ));
         }
         if o.contains("address") || o.contains(" to ") {
-            let address = after(&self.opening, " to ")
-                .or_else(|| after(&self.opening, " is "))
-                .unwrap_or_default()
-                .trim_end_matches(", please.")
-                .trim_end_matches(" instead.")
-                .trim_end_matches('.')
-                .to_owned();
+            let Some(address) = new_address(&self.opening) else {
+                // Nothing that reads as an address: ask rather than send an empty one.
+                return Action::respond("What is the new delivery address?");
+            };
             if processing && self.stage == 3 {
                 return Action::tool(
                     "update_address",

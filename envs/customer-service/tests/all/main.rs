@@ -185,6 +185,45 @@ fn the_baseline_solves_most_but_not_all_requests() {
     assert!(rate > 0.4 && rate < 0.95, "{rate}");
 }
 
+/// The baseline plays every bundled task, train and test, with actions the env accepts, and
+/// reads the new address of the address changes it recognises exactly (a wording it could not
+/// read once sent an empty address, which the tool's schema refuses).
+#[test]
+fn the_baseline_acts_validly_on_every_task_and_reads_every_new_address() {
+    let mut env = TimeLimit::from_spec(SupportEnv::new());
+    let tasks = env.inner().tasks().to_vec();
+    let (mut changes, mut read) = (0, 0);
+    for task in &tasks {
+        let mut agent = SupportBaseline::default();
+        let mut obs = env
+            .reset(0, &ResetOptions::default().with_task(task.id.clone()))
+            .unwrap();
+        let mut addresses = Vec::new();
+        while !env.done().is_done() {
+            let action = agent.act(&obs);
+            if let Some(call) = action.tool_call()
+                && call.tool_name == "update_address"
+            {
+                addresses.push(call.parameters["address"].clone());
+            }
+            obs = env
+                .step(&action)
+                .unwrap_or_else(|e| panic!("{}: {e} ({:?})", task.id, task.opening));
+        }
+        if task.intent == Intent::AddressChange {
+            // A wording without its keywords ("address", " to ") is not recognised as an
+            // address change, as a keyword bot would miss it; the others are read exactly.
+            changes += 1;
+            let expected = &task.expected.orders[&task.order_id].address;
+            if !addresses.is_empty() {
+                assert_eq!(addresses, [json!(expected)], "{}: {:?}", task.id, task.opening);
+                read += 1;
+            }
+        }
+    }
+    assert!(read * 4 >= changes * 3, "{read} of {changes} address changes read");
+}
+
 #[test]
 fn policy_violations_cost_reward() {
     let mut env = SupportEnv::new();
