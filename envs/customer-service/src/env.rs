@@ -60,7 +60,9 @@ struct Episode {
     done: Done,
 }
 
-/// The customer-service env (`customer-service-v0`).
+/// The customer-service env (`customer-service-v0`). A clone shares the tasks and copies the
+/// episode.
+#[derive(Clone)]
 pub struct SupportEnv {
     spec: EnvSpec,
     tasks: std::sync::Arc<Vec<Task>>,
@@ -117,12 +119,16 @@ impl SupportEnv {
 
     /// The env with the given settings.
     pub fn with_config(config: SupportConfig) -> Self {
-        let tasks = tasks::bundled();
+        // The bundled tasks are generated once per process and shared by every env.
+        static BUNDLED: std::sync::OnceLock<std::sync::Arc<Vec<Task>>> = std::sync::OnceLock::new();
+        let tasks = BUNDLED
+            .get_or_init(|| std::sync::Arc::new(tasks::bundled()))
+            .clone();
         Self {
             spec: spec(&config.reward).with_tasks(sandgym_env_api::TaskCounts::of(
                 tasks.iter().map(|t| t.split),
             )),
-            tasks: std::sync::Arc::new(tasks),
+            tasks,
             config,
             episode: Episode::default(),
             started: false,

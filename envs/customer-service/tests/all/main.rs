@@ -216,12 +216,21 @@ fn the_baseline_acts_validly_on_every_task_and_reads_every_new_address() {
             changes += 1;
             let expected = &task.expected.orders[&task.order_id].address;
             if !addresses.is_empty() {
-                assert_eq!(addresses, [json!(expected)], "{}: {:?}", task.id, task.opening);
+                assert_eq!(
+                    addresses,
+                    [json!(expected)],
+                    "{}: {:?}",
+                    task.id,
+                    task.opening
+                );
                 read += 1;
             }
         }
     }
-    assert!(read * 4 >= changes * 3, "{read} of {changes} address changes read");
+    assert!(
+        read * 4 >= changes * 3,
+        "{read} of {changes} address changes read"
+    );
 }
 
 #[test]
