@@ -10,7 +10,8 @@
 //! [`Trajectory`]s that export as JSONL or OpenAI chat messages.
 //!
 //! Around that core: a [`Registry`] of versioned ids ([`make`]`("sql-agent-v0")`), the
-//! wrappers [`TimeLimit`] and [`RecordTrajectory`], [`VecEnv`] for many envs on worker threads
+//! wrappers [`TimeLimit`], [`RecordTrajectory`] and [`FaultInjection`] (tool faults from a
+//! [`FaultConfig`], for training agents that cope with flaky tools), [`VecEnv`] for many envs on worker threads
 //! (feature `vec`), and [`check_env`], which verifies that an env keeps the contract.
 //!
 //! # Example: a new env
@@ -82,6 +83,7 @@ mod action;
 mod checker;
 mod env;
 mod error;
+mod faults;
 mod narrowing;
 mod observation;
 mod outcome;
@@ -104,6 +106,7 @@ pub use action::{Action, ActionBody, ToolCall};
 pub use checker::{CheckOptions, CheckReport, Finding, check_env, check_env_with};
 pub use env::{Env, ResetOptions, Split};
 pub use error::{EnvError, ErrorKind, Result};
+pub use faults::{FaultConfig, FaultInjection, FaultKind, FaultRule, MAX_LATENCY_MS};
 pub use narrowing::{Narrowing, TOOL_SCHEMAS};
 pub use observation::{Done, Observation, RESPONSE_SCHEMA};
 pub use outcome::{SUCCESS, episode_success};

@@ -46,7 +46,6 @@ mod cache;
 mod clock;
 mod config;
 mod error;
-mod faults;
 mod host;
 mod reward_plugin;
 mod sandbox;
@@ -55,7 +54,9 @@ mod wasm_env;
 
 pub use config::{CpuLimit, INIT_CPU_FACTOR, Limits, SandboxConfig};
 pub use error::{Result, SandboxError};
-pub use faults::{FaultConfig, FaultInjection, FaultKind, FaultRule};
 pub use reward_plugin::{RewardGuest, WasmReward};
 pub use sandbox::{Guest, Sandbox};
+/// Fault injection lives in the env contract (it wraps any env, native or WASM); re-exported
+/// here where sandboxed runs configure it.
+pub use sandgym_env_api::{FaultConfig, FaultInjection, FaultKind, FaultRule};
 pub use wasm_env::WasmEnv;

@@ -6,9 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use sandgym_env_api::{
-    Action, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result, SplitMix64,
-};
+use crate::{Action, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result, SplitMix64};
 
 /// A kind of tool fault. Faults marked *blocking* stop the call before the tool runs (the env is
 /// unchanged, as when a real call fails); the others let the tool run and damage or delay its
@@ -126,7 +124,7 @@ impl FaultRule {
 /// The faults of a run, set from a config file or code.
 ///
 /// ```
-/// use sandgym_sandbox::{FaultConfig, FaultKind};
+/// use sandgym_env_api::{FaultConfig, FaultKind};
 /// let config = FaultConfig::from_json(r#"{"seed": 7, "rules": [
 ///     {"kind": "timeout", "rate": 0.1, "tools": ["run_sql"]},
 ///     {"kind": "truncated_output", "rate": 0.05}
@@ -358,7 +356,7 @@ impl<E: Env> Env for FaultInjection<E> {
             return Err(EnvError::EpisodeOver { done });
         }
         // Invalid actions are the agent's mistake, not a tool fault: let the env reject them.
-        sandgym_env_api::validate_action(&self.inner.spec().tools, action)?;
+        crate::validate_action(&self.inner.spec().tools, action)?;
         let tool = call.tool_name.clone();
         let Some((kind, ms)) = self.pick(&tool) else {
             self.state.overridden = None;
