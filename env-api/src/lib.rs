@@ -11,8 +11,9 @@
 //!
 //! Around that core: a [`Registry`] of versioned ids ([`make`]`("sql-agent-v0")`), the
 //! wrappers [`TimeLimit`], [`RecordTrajectory`] and [`FaultInjection`] (tool faults from a
-//! [`FaultConfig`], for training agents that cope with flaky tools), [`VecEnv`] for many envs on worker threads
-//! (feature `vec`), and [`check_env`], which verifies that an env keeps the contract.
+//! [`FaultConfig`], for training agents that cope with flaky tools), [`VecEnv`] for many envs
+//! on worker threads (feature `vec`), and [`check_env`], which verifies that an env keeps the
+//! contract.
 //!
 //! # Example: a new env
 //! ```
