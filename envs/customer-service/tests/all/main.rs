@@ -189,7 +189,7 @@ fn the_baseline_solves_most_but_not_all_requests() {
 /// reads the new address of the address changes it recognises exactly (a wording it could not
 /// read once sent an empty address, which the tool's schema refuses).
 #[test]
-fn the_baseline_acts_validly_on_every_task_and_reads_every_new_address() {
+fn the_baseline_acts_validly_on_every_task_and_reads_the_addresses_it_recognises() {
     let mut env = TimeLimit::from_spec(SupportEnv::new());
     let tasks = env.inner().tasks().to_vec();
     let (mut changes, mut read) = (0, 0);
