@@ -9,8 +9,9 @@ use sandgym_env_api::{
 };
 
 use crate::customer;
+use crate::narrowing;
 use crate::tasks::{self, Task};
-use crate::world::{Email, KNOWLEDGE_BASE, OrderStatus, POLICY, Return, World};
+use crate::world::{Email, KNOWLEDGE_BASE, OrderStatus, POLICY, RETURN_WINDOW_DAYS, Return, World};
 
 /// Reward settings (the `"reward"` object of the env configuration).
 ///
@@ -230,7 +231,10 @@ impl SupportEnv {
                         o.address
                     );
                     if let Some(day) = o.delivered_day {
-                        text.push_str(&format!(" Delivered on day {day}."));
+                        text.push_str(&format!(
+                            " Delivered on day {day}; returns accepted until day {}.",
+                            day + RETURN_WINDOW_DAYS
+                        ));
                     }
                     text.push_str(&format!(" Today is day {today}."));
                     text
@@ -303,9 +307,9 @@ impl SupportEnv {
                         "Order {id} has not been delivered; only delivered orders can be returned."
                     );
                 };
-                if today.saturating_sub(delivered) > 30 {
+                if today.saturating_sub(delivered) > RETURN_WINDOW_DAYS {
                     self.violation(format!(
-                        "opened a return for {id}, delivered more than 30 days ago"
+                        "opened a return for {id}, delivered more than {RETURN_WINDOW_DAYS} days ago"
                     ));
                 }
                 let rid = format!("R{}", &id[1..]);
@@ -423,7 +427,8 @@ impl Env for SupportEnv {
             .with_info(
                 "intent",
                 serde_json::to_value(t.intent).expect("serialisable"),
-            );
+            )
+            .with_narrowing(&narrowing::narrowing(t, order_param()));
         self.episode = Episode {
             task,
             world: t.world.clone(),

@@ -26,11 +26,13 @@ mod baseline;
 mod customer;
 mod env;
 mod gold;
+mod narrowing;
 mod tasks;
 mod world;
 
 pub use baseline::SupportBaseline;
 pub use env::{SupportConfig, SupportEnv, SupportReward};
 pub use gold::SupportGold;
+pub use narrowing::quoted_spans;
 pub use tasks::{BUNDLED_TASKS, Intent, Task, bundled as bundled_tasks, generate};
 pub use world::{Customer, Email, KNOWLEDGE_BASE, Order, OrderStatus, POLICY, Return, World};

@@ -117,8 +117,9 @@ const TRAIN_WORDINGS: usize = 9;
 /// The customer's first messages for `intent`: [`TRAIN_WORDINGS`] train wordings, then the
 /// wording held out for the test split. The first three train wordings are the original ones;
 /// the other six were added so that a learned agent sees each request said in more than one
-/// way. None of them reuses the held-out wording's distinctive words, so the test split stays
-/// phrased in ways never seen in training.
+/// way; two of the refund question's say neither "refund" nor "return", as the held-out one
+/// does not. None of them reuses the held-out wording's distinctive words, so the test split
+/// stays phrased in ways never seen in training.
 fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
     match intent {
         Intent::OrderStatus => [
@@ -187,9 +188,9 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "When does the refund for my returned {item} arrive?",
             "My {item} return was sent. How soon is the refund?",
             "I already returned the {item}. When do I get paid back?",
-            "When will my refund for the {item} come through?",
+            "The {item} is on its way back to you. When will I be reimbursed?",
             "I mailed the {item} back last week. When is my refund due?",
-            "What's the timeline for getting refunded for the {item}?",
+            "Your warehouse should have my {item} by now. When am I paid?",
             "I returned the {item}, how long does the refund take?",
             "I sent the {item} back, when is the money coming?",
         ],

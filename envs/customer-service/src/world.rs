@@ -156,5 +156,9 @@ pub const KNOWLEDGE_BASE: [Article; 6] = [
     },
 ];
 
+/// How many days after delivery an item can be returned (the policy's and the knowledge base's
+/// "30 days").
+pub const RETURN_WINDOW_DAYS: u32 = 30;
+
 /// The written policy, part of every instruction.
 pub const POLICY: &str = "Policy: verify identity (look up the customer by e-mail, and the order must be theirs) before any change; cancel only processing orders; change addresses only of processing orders; returns only within 30 days of delivery; never share another customer's data; e-mail only the customer's own address.";

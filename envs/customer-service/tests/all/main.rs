@@ -1,6 +1,6 @@
 //! Integration tests of customer-service-v0.
 
-use sandgym_env_api::{Action, Env, ResetOptions, Split, TimeLimit, check_env};
+use sandgym_env_api::{Action, Env, Narrowing, ResetOptions, Split, TimeLimit, check_env};
 use sandgym_env_support::{Intent, SupportBaseline, SupportEnv, SupportGold};
 use serde_json::json;
 
@@ -102,10 +102,28 @@ fn the_gold_demonstrator_resolves_every_task_by_the_policy_and_names_the_request
         let mut obs = env
             .reset(0, &ResetOptions::default().with_task(task.id.clone()))
             .unwrap();
+        // The episode's narrowing is a narrowing of the spec, and every gold call fits it (the
+        // new address is quoted from the customer).
+        let narrowing = Narrowing::from_info(&obs.info).unwrap().expect("narrowed");
+        assert_eq!(
+            narrowing.check_against(env.spec(), 32),
+            Vec::<String>::new()
+        );
+        let narrowed = narrowing.apply(env.spec()).unwrap();
         let mut tools = Vec::new();
         let mut first_thought = None;
         while !env.done().is_done() {
             let action = agent.act(&obs);
+            if let Some(call) = action.tool_call() {
+                let schema = &narrowed.tool(&call.tool_name).unwrap().parameters;
+                assert!(
+                    schema
+                        .validate(&serde_json::Value::Object(call.parameters.clone()))
+                        .is_ok(),
+                    "{}: {call:?} outside the episode's narrowing",
+                    task.id
+                );
+            }
             // Every thought fits the customer-service preset's thought budget.
             assert!(action.thought.chars().count() <= 96, "{:?}", action.thought);
             assert!(!action.thought.is_empty(), "{}: an empty thought", task.id);
