@@ -27,17 +27,19 @@ use crate::service::EnvTools;
 use crate::{Backend, make_env};
 
 /// The code the environment refactor wrote to integrate a bundled env: the non-blank,
-/// non-comment lines of its `env.rs` (the `Env` implementation; the tasks, engine and
-/// baseline are the harness's own logic, moved). `None` for an env without a harness.
+/// non-comment lines of its `env.rs` (the `Env` implementation) and of the per-episode
+/// narrowing written for it, each up to its unit tests (the tasks, engine and baseline are the
+/// harness's own logic, moved). `None` for an env without a harness.
 pub fn integration_lines(env: &str) -> Option<usize> {
-    let source = crate::registry::bundled(env)?.source?;
-    Some(
-        source
-            .lines()
+    let sources = crate::registry::bundled(env)?.source;
+    (!sources.is_empty()).then(|| {
+        sources
+            .iter()
+            .flat_map(|s| s.lines().take_while(|l| l.trim() != "#[cfg(test)]"))
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with("//"))
-            .count(),
-    )
+            .count()
+    })
 }
 
 /// The `q`-quantile of sorted values (nearest rank; 0 for none).

@@ -30,8 +30,10 @@ pub struct Bundled {
     pub pretrained_preset: Option<fn(&mut TrainConfig, Algo)>,
     /// The harness it was refactored from, for the proxy approach.
     pub harness: Option<HarnessKind>,
-    /// Its `Env` implementation's source, for the integration cost `compare` reports.
-    pub source: Option<&'static str>,
+    /// Its `Env` implementation's source files (`env.rs`, and the per-episode narrowing that
+    /// was written for the env), for the integration cost `compare` reports; empty for an env
+    /// without a harness.
+    pub source: &'static [&'static str],
 }
 
 /// Makes the demonstrator of an env configuration, playing solutions or recoveries.
@@ -57,7 +59,10 @@ pub const BUNDLED: &[Bundled] = &[
         preset: training::customer_service_preset,
         pretrained_preset: Some(training::customer_service_pretrained_preset),
         harness: Some(HarnessKind::Support),
-        source: Some(include_str!("../envs/customer-service/src/env.rs")),
+        source: &[
+            include_str!("../envs/customer-service/src/env.rs"),
+            include_str!("../envs/customer-service/src/narrowing.rs"),
+        ],
     },
     Bundled {
         name: "guess-number",
@@ -68,7 +73,7 @@ pub const BUNDLED: &[Bundled] = &[
         preset: training::guess_number_preset,
         pretrained_preset: None,
         harness: None,
-        source: None,
+        source: &[],
     },
     Bundled {
         name: "sql-agent",
@@ -85,7 +90,10 @@ pub const BUNDLED: &[Bundled] = &[
         preset: training::sql_agent_preset,
         pretrained_preset: Some(training::sql_agent_pretrained_preset),
         harness: Some(HarnessKind::Sql),
-        source: Some(include_str!("../envs/sql-agent/src/env.rs")),
+        source: &[
+            include_str!("../envs/sql-agent/src/env.rs"),
+            include_str!("../envs/sql-agent/src/pattern.rs"),
+        ],
     },
 ];
 
@@ -120,7 +128,7 @@ mod tests {
                 crate::env_api::lookup(&id).is_ok(),
                 "{id} is not registered"
             );
-            if let Some(source) = b.source {
+            if let Some(source) = b.source.first() {
                 assert!(source.contains("impl Env for"), "{}", b.name);
             }
         }
