@@ -34,7 +34,8 @@ pub fn narrowing(task: &Task, order_id: Schema) -> Narrowing {
 
 /// The distinct runs of 1 to `max_words` whitespace-separated words of `text`, in order of
 /// first appearance, each without the punctuation that closes a sentence or clause at its end
-/// or opens a quote at its start; none empty, none longer than [`MAX_ADDRESS_CHARS`].
+/// or opens a quote at its start; none empty, none longer (in bytes) than the 200 characters
+/// the spec allows an address.
 pub fn quoted_spans(text: &str, max_words: usize) -> Vec<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut spans: Vec<String> = Vec::new();
