@@ -18,29 +18,8 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use sandgym_policy::{Cpu, PolicyModel, checkpoint, pretrained};
 
-/// The tiny Llama fixture, as a Hugging Face directory.
-const FIXTURE: [(&str, &[u8]); 5] = [
-    (
-        "config.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/config.json"),
-    ),
-    (
-        "model.safetensors",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/model.safetensors"),
-    ),
-    (
-        "tokenizer.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/tokenizer.json"),
-    ),
-    (
-        "tokenizer_config.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/tokenizer_config.json"),
-    ),
-    (
-        "chat_template.jinja",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/chat_template.jinja"),
-    ),
-];
+#[path = "tiny_llama.rs"]
+mod tiny_llama;
 
 /// The files an input can replace: (directory kind, file name).
 const FILES: [(Kind, &str); 7] = [
@@ -73,10 +52,7 @@ fn dirs() -> &'static Dirs {
         let _ = std::panic::take_hook();
         let root = std::env::temp_dir().join(format!("sandgym-fuzz-model-{}", std::process::id()));
         let hf = root.join("hf");
-        std::fs::create_dir_all(&hf).expect("a temporary directory");
-        for (name, bytes) in FIXTURE {
-            std::fs::write(hf.join(name), bytes).expect("the fixture written");
-        }
+        tiny_llama::write_hf(&hf);
         let device = Default::default();
         let good = pretrained::load_hf::<Cpu>(&hf, &device).expect("the fixture loads");
         let checkpoint = root.join("checkpoint");

@@ -21,25 +21,8 @@ use libfuzzer_sys::fuzz_target;
 use sandgym_policy::{Cpu, pretrained};
 use sandgym_proxy::{PolicyServer, Proxy, ProxyConfig, ServerConfig};
 
-/// The tiny Llama fixture, as a Hugging Face directory.
-const FIXTURE: [(&str, &[u8]); 4] = [
-    (
-        "config.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/config.json"),
-    ),
-    (
-        "model.safetensors",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/model.safetensors"),
-    ),
-    (
-        "tokenizer.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/tokenizer.json"),
-    ),
-    (
-        "tokenizer_config.json",
-        include_bytes!("../../policy/tests/fixtures/tiny-llama/tokenizer_config.json"),
-    ),
-];
+#[path = "tiny_llama.rs"]
+mod tiny_llama;
 
 /// How long the fuzzer waits for the first byte of an answer, and between bytes, before it
 /// drops the connection (a request still incomplete gets no answer until the server's own
@@ -63,10 +46,7 @@ fn servers() -> &'static Servers {
         let _ = std::panic::take_hook();
         let root = std::env::temp_dir().join(format!("sandgym-fuzz-http-{}", std::process::id()));
         let hf = root.join("hf");
-        std::fs::create_dir_all(&hf).expect("a temporary directory");
-        for (name, bytes) in FIXTURE {
-            std::fs::write(hf.join(name), bytes).expect("the fixture written");
-        }
+        tiny_llama::write_hf(&hf);
         let model =
             pretrained::load_hf::<Cpu>(&hf, &Default::default()).expect("the fixture loads");
         let config = ServerConfig {
