@@ -103,7 +103,7 @@ fn spec(reward: &SupportReward) -> EnvSpec {
         .with_tool(ToolSpec::new("create_return", "Open a return for a delivered order.")
             .with_parameters(Schema::object().property("order_id", order_param(), true).property("reason", text(200), true)))
         .with_tool(ToolSpec::new("update_address", "Change an order's delivery address.")
-            .with_parameters(Schema::object().property("order_id", order_param(), true).property("address", text(200), true)))
+            .with_parameters(Schema::object().property("order_id", order_param(), true).property("address", text(narrowing::MAX_ADDRESS_CHARS as u64), true)))
         .with_tool(ToolSpec::new("send_email", "E-mail a customer.")
             .with_parameters(Schema::object().property("to", text(100), true).property("subject", text(200), true).property("body", text(2000), true)))
         .with_tool(ToolSpec::new("reply_to_customer", "Send the customer a chat message and read their answer.")

@@ -15,7 +15,7 @@ use crate::tasks::Task;
 /// The longest span, in words, offered as an address (the bundled ones have four).
 pub const MAX_SPAN_WORDS: usize = 8;
 
-/// The longest address the spec allows, in characters.
+/// The longest address the spec allows, in characters (`update_address`'s schema uses it too).
 pub const MAX_ADDRESS_CHARS: usize = 200;
 
 /// The narrowing of `task`'s episode: `update_address` takes an address quoted from the opening.
