@@ -11,7 +11,10 @@ use sandgym_env_api::{
 use crate::customer;
 use crate::narrowing;
 use crate::tasks::{self, Task};
-use crate::world::{Email, KNOWLEDGE_BASE, OrderStatus, POLICY, RETURN_WINDOW_DAYS, Return, World};
+use crate::world::{
+    Email, KNOWLEDGE_BASE, OrderStatus, POLICY, RETURN_WINDOW_DAYS, Return, World, return_window,
+    returnable,
+};
 
 /// Reward settings (the `"reward"` object of the env configuration).
 ///
@@ -232,8 +235,8 @@ impl SupportEnv {
                     );
                     if let Some(day) = o.delivered_day {
                         text.push_str(&format!(
-                            " Delivered on day {day}; returns accepted until day {}.",
-                            day + RETURN_WINDOW_DAYS
+                            " Delivered on day {day}; {}.",
+                            return_window(day, today)
                         ));
                     }
                     text.push_str(&format!(" Today is day {today}."));
@@ -307,7 +310,7 @@ impl SupportEnv {
                         "Order {id} has not been delivered; only delivered orders can be returned."
                     );
                 };
-                if today.saturating_sub(delivered) > RETURN_WINDOW_DAYS {
+                if !returnable(delivered, today) {
                     self.violation(format!(
                         "opened a return for {id}, delivered more than {RETURN_WINDOW_DAYS} days ago"
                     ));

@@ -6,7 +6,7 @@ use sandgym_env_api::{Action, Observation};
 use serde_json::{Value, json};
 
 use crate::tasks::{Intent, Task};
-use crate::world::OrderStatus;
+use crate::world::{OrderStatus, return_window};
 
 /// Plays each task's correct resolution, as a careful human agent following the written policy
 /// would: it asks for the order number and e-mail, verifies the customer, reads the order, then
@@ -161,12 +161,12 @@ fn decide(task: &Task) -> Action {
                 "create_return",
                 json!({"order_id": order, "reason": reason}),
             )
-            .with_thought(format!("{what}: {}, within 30 days.", since(task)))
+            .with_thought(format!("{what}: {}, so open a return.", window(task)))
         }
         Intent::ReturnExpired => Action::respond(format!(
             "Your order {order} was delivered more than 30 days ago, so it can't be returned."
         ))
-        .with_thought(format!("{what}: {}, over 30 days.", since(task))),
+        .with_thought(format!("{what}: {}, so it can't be returned.", window(task))),
         Intent::AddressChange => {
             let address = new_address(task);
             Action::tool(
@@ -184,21 +184,16 @@ fn decide(task: &Task) -> Action {
     }
 }
 
-/// The day the target order was delivered, the day its return window ends and today, as the
-/// order's record shows them. The window's end is the delivery day plus 30, so the decision
-/// is an addition and a comparison of two days rather than a subtraction.
-fn since(task: &Task) -> String {
+/// What the target order's record says of its return window (the fact a return's decision
+/// turns on), as the order tool words it.
+fn window(task: &Task) -> String {
     let day = task
         .world
         .orders
         .get(&task.order_id)
         .and_then(|o| o.delivered_day)
         .unwrap_or(task.world.today);
-    format!(
-        "delivered day {day}, returns end day {}, today is day {}",
-        day + 30,
-        task.world.today
-    )
+    return_window(day, task.world.today)
 }
 
 /// The answer after the write or the lookup.

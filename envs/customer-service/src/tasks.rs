@@ -112,14 +112,17 @@ const CARRIERS: [&str; 3] = ["ParcelNow", "SwiftShip", "PostExpress"];
 const REASONS: [&str; 4] = ["broken", "the wrong size", "not as described", "damaged"];
 
 /// How many wordings of each request the train split rotates through.
-const TRAIN_WORDINGS: usize = 9;
+const TRAIN_WORDINGS: usize = 10;
 
 /// The customer's first messages for `intent`: [`TRAIN_WORDINGS`] train wordings, then the
 /// wording held out for the test split. The first three train wordings are the original ones;
-/// the other six were added so that a learned agent sees each request said in more than one
+/// the next six were added so that a learned agent sees each request said in more than one
 /// way; two of the refund question's say neither "refund" nor "return", as the held-out one
-/// does not. None of them reuses the held-out wording's distinctive words, so the test split
-/// stays phrased in ways never seen in training.
+/// does not. The tenth of each was written after a trained agent misread the held-out status
+/// and refund wordings (a polite "Would you … please?" question; a refund question about the
+/// payment): they cover those sentence shapes without the held-out wordings' distinctive words
+/// ("check on", "sent", "money", "coming", "need to return", "moved"), so the test split stays
+/// phrased in ways never seen in training.
 fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
     match intent {
         Intent::OrderStatus => [
@@ -132,6 +135,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "Is my {item} on its way?",
             "I ordered a {item} a while ago. Where does it stand?",
             "Quick question: what's the status of the {item}?",
+            "Would you look up where my {item} order is, please?",
             "Could you check on my {item} order please?",
         ],
         Intent::LateDelivery => [
@@ -144,6 +148,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "My {item} didn't arrive on time. Can you find out why?",
             "The {item} is taking far too long to get here.",
             "I expected the {item} days ago. Why hasn't it come?",
+            "Days later and still no {item}. It should be here by now.",
             "I'm still waiting for my {item}, it should have been delivered already.",
         ],
         Intent::Cancel | Intent::CancelShipped => [
@@ -156,6 +161,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "Please call off my order for the {item}.",
             "I'd like to cancel the {item} purchase.",
             "Don't send the {item}, I want to cancel.",
+            "Please withdraw my {item} order.",
             "Cancel my {item} order, please.",
         ],
         Intent::Return | Intent::ReturnExpired => [
@@ -168,6 +174,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "I want a return for the {item}, it's {reason}.",
             "The {item} turned out to be {reason}, so I'm returning it.",
             "Please help me return the {item}. It is {reason}.",
+            "The {item} is {reason}; I want to give it back.",
             "My {item} is {reason}, I need to return it.",
         ],
         Intent::AddressChange | Intent::AddressShipped => [
@@ -180,6 +187,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "Could you redirect the {item} to {address}, thank you.",
             "I'd like my {item} shipped to {address} from now on.",
             "Change where my {item} goes: {address}, if possible.",
+            "Please change the shipping address for the {item} to {address}.",
             "I moved. Send the {item} to {address}, please.",
         ],
         Intent::RefundQuestion => [
@@ -192,6 +200,7 @@ fn openings(intent: Intent) -> [&'static str; TRAIN_WORDINGS + 1] {
             "I mailed the {item} back last week. When is my refund due?",
             "Your warehouse should have my {item} by now. When am I paid?",
             "I returned the {item}, how long does the refund take?",
+            "I shipped the {item} back to you. When will the payment reach me?",
             "I sent the {item} back, when is the money coming?",
         ],
     }
@@ -240,8 +249,14 @@ fn random_order(rng: &mut SplitMix64, world: &World, customer: &str) -> Order {
     order
 }
 
+/// Gives `order` the status `status` and the facts that go with it, and only those: a
+/// processing order has no tracking, a shipped one no delivery day (an order drawn at random
+/// first and then given its task's status keeps nothing of the status it had).
 fn set_status(rng: &mut SplitMix64, order: &mut Order, status: OrderStatus, today: u32) {
     order.status = status;
+    order.tracking = None;
+    order.eta_day = None;
+    order.delivered_day = None;
     if matches!(status, OrderStatus::Shipped | OrderStatus::Delivered) {
         order.tracking = Some((
             rng.choose(&CARRIERS).to_string(),
@@ -495,6 +510,45 @@ mod tests {
             .map(|t| (format!("{:?}", t.intent), wording_of(t)))
             .collect();
         assert_eq!(head.len(), INTENTS.len() * TRAIN_WORDINGS);
+    }
+
+    #[test]
+    fn every_order_carries_the_facts_of_its_status_and_no_others() {
+        // An order drawn at random and then given its task's status once kept the tracking
+        // and delivery day of the status it was drawn with: a processing order whose record
+        // said "Delivered on day 240".
+        for task in bundled() {
+            for world in [&task.world, &task.expected] {
+                for order in world.orders.values() {
+                    let facts = (
+                        order.tracking.is_some(),
+                        order.eta_day.is_some(),
+                        order.delivered_day.is_some(),
+                    );
+                    let want = match order.status {
+                        OrderStatus::Processing | OrderStatus::Cancelled => (false, false, false),
+                        OrderStatus::Shipped => (true, true, false),
+                        OrderStatus::Delivered => (true, true, true),
+                    };
+                    assert_eq!(facts, want, "{}: {:?}", task.id, order);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_return_tasks_fall_on_the_side_of_the_window_their_intent_says() {
+        for task in bundled() {
+            let order = &task.world.orders[&task.order_id];
+            let open = order
+                .delivered_day
+                .map(|day| crate::world::returnable(day, task.world.today));
+            match task.intent {
+                Intent::Return => assert_eq!(open, Some(true), "{}", task.id),
+                Intent::ReturnExpired => assert_eq!(open, Some(false), "{}", task.id),
+                _ => {}
+            }
+        }
     }
 
     #[test]

@@ -160,5 +160,43 @@ pub const KNOWLEDGE_BASE: [Article; 6] = [
 /// "30 days").
 pub const RETURN_WINDOW_DAYS: u32 = 30;
 
+/// Whether an item delivered on day `delivered` can still be returned on day `today`: up to
+/// and including the [`RETURN_WINDOW_DAYS`]th day after delivery.
+pub fn returnable(delivered: u32, today: u32) -> bool {
+    today.saturating_sub(delivered) <= RETURN_WINDOW_DAYS
+}
+
+/// What a delivered order's record says of its return window on day `today`: open until its
+/// last day, or closed since it. A shop's back office shows the verdict next to the dates, so
+/// an agent reads whether a return is allowed rather than doing date arithmetic.
+pub fn return_window(delivered: u32, today: u32) -> String {
+    let last = delivered.saturating_add(RETURN_WINDOW_DAYS);
+    if returnable(delivered, today) {
+        format!("return window open until day {last}")
+    } else {
+        format!("return window closed after day {last}")
+    }
+}
+
 /// The written policy, part of every instruction.
 pub const POLICY: &str = "Policy: verify identity (look up the customer by e-mail, and the order must be theirs) before any change; cancel only processing orders; change addresses only of processing orders; returns only within 30 days of delivery; never share another customer's data; e-mail only the customer's own address.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_return_window_holds_its_thirtieth_day_and_closes_after_it() {
+        assert!(returnable(100, 100));
+        assert!(returnable(100, 130));
+        assert!(!returnable(100, 131));
+        assert_eq!(return_window(100, 130), "return window open until day 130");
+        assert_eq!(
+            return_window(100, 131),
+            "return window closed after day 130"
+        );
+        // A delivery day after today (a hand-edited world) is within the window, not an
+        // underflow.
+        assert!(returnable(200, 100));
+    }
+}
