@@ -45,7 +45,7 @@ pub use episode::{Episode, Turn};
 pub use error::{PolicyError, Result};
 pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
-pub use model::{Block, Output, PolicyConfig, PolicyModel};
+pub use model::{Block, Output, PolicyConfig, PolicyModel, RowOutput};
 pub use prefill::{PREFILL_SCORES, Prefill, prefill, prefill_continuing, prefill_within};
 pub use sample::{
     RowControl, SampleConfig, Sampled, generate, generate_continuing, generate_with,

@@ -389,6 +389,15 @@ impl<B: Backend> Block<B> {
     }
 }
 
+/// What [`PolicyModel::forward_rows`] returns.
+#[derive(Debug)]
+pub struct RowOutput<B: Backend> {
+    /// Next-token logits at the rows asked for, `[rows, vocab]`.
+    pub logits: Tensor<B, 2>,
+    /// State values (PPO's critic), `[batch, seq]`.
+    pub values: Tensor<B, 2>,
+}
+
 /// What a forward pass returns.
 #[derive(Debug)]
 pub struct Output<B: Backend> {
@@ -435,6 +444,43 @@ impl<B: Backend> PolicyModel<B> {
         self.outputs(x.narrow(1, t - 1, 1))
     }
 
+    /// Like [`PolicyModel::forward`], but the logits of the `rows` only: `rows` holds flat
+    /// positions (`row * seq + position`) and the logits come back `[rows, vocab]`, in their
+    /// order, with the values at every position. What a training pass needs: its losses read
+    /// the logits where an action's tokens are, and the output projection with the
+    /// `[batch, seq, vocab]` tensors that follow it (scaled, masked, normalised, each of
+    /// gigabytes for long multi-turn contexts) was most of a pass over the other positions.
+    pub fn forward_rows(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        positions: Tensor<B, 2, Int>,
+        bias: Tensor<B, 4>,
+        cache: Option<&mut KvCache<B>>,
+        rows: Tensor<B, 1, Int>,
+    ) -> RowOutput<B> {
+        let x = fused::rms_norm(&self.norm, self.hidden(tokens, positions, bias, cache));
+        let [b, t, d] = x.dims();
+        let flat = x.reshape([b * t, d]);
+        let values = self.value_head.forward(flat.clone()).reshape([b, t]);
+        let logits = if rows.dims()[0] == 0 {
+            Tensor::zeros([0, self.vocab_size()], &flat.device())
+        } else {
+            self.head(flat.select(0, rows))
+        };
+        RowOutput { logits, values }
+    }
+
+    /// The output projection of normed hidden rows `[n, d_model]`: logits `[n, vocab]`.
+    fn head(&self, rows: Tensor<B, 2>) -> Tensor<B, 2> {
+        match &self.lm_head {
+            Some(head) => fused::linear(head, rows),
+            // `[n, d] · [d, vocab]` against the table's transposed view: the GEMM reads the
+            // table in place and the logits come out contiguous, so nothing downstream copies
+            // the largest tensor of a pass.
+            None => fused::matmul(rows, self.embed.weight.val().transpose()),
+        }
+    }
+
     /// The decoder blocks' output before the final norm, `[batch, seq, d_model]`.
     fn hidden(
         &self,
@@ -470,21 +516,9 @@ impl<B: Backend> PolicyModel<B> {
         let x = fused::rms_norm(&self.norm, x);
         let [b, t, d] = x.dims();
         let rows = x.reshape([b * t, d]); // one GEMM over every position (see `Block::project`)
-        let logits = match &self.lm_head {
-            Some(head) => {
-                let logits = fused::linear(head, rows.clone());
-                let vocab = logits.dims()[1];
-                logits.reshape([b, t, vocab])
-            }
-            None => {
-                let table = self.embed.weight.val(); // [vocab, d]
-                let vocab = table.dims()[0];
-                // `[b·t, d] · [d, vocab]` against the table's transposed view: the GEMM reads
-                // the table in place and the logits come out contiguous, so nothing
-                // downstream copies the largest tensor of a pass.
-                fused::matmul(rows.clone(), table.transpose()).reshape([b, t, vocab])
-            }
-        };
+        let logits = self.head(rows.clone());
+        let vocab = logits.dims()[1];
+        let logits = logits.reshape([b, t, vocab]);
         Output {
             logits,
             values: self.value_head.forward(rows).reshape([b, t]),

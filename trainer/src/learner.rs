@@ -7,7 +7,7 @@ use burn::optim::{Adam, AdamConfig, GradientsAccumulator, GradientsParams, Optim
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use sandgym_policy::{KvCache, Output, PolicyModel, constant_cache, prefill};
+use sandgym_policy::{KvCache, PolicyModel, RowOutput, constant_cache, prefill};
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{Sample, Tensors, context_len, tensors, tensors_after};
@@ -88,20 +88,14 @@ pub fn adam(grad_clip: f64) -> AdamConfig {
     }
 }
 
-/// The temperature-scaled, constraint-masked log-softmax of the logits at the trainable rows
-/// of `t`: `[k, vocab]`.
+/// The temperature-scaled, constraint-masked log-softmax of `logits`, the logits at the `k`
+/// trainable rows of `t` ([`PolicyModel::forward_rows`]): `[k, vocab]`.
 fn row_log_softmax<B: Backend>(
-    logits: Tensor<B, 3>,
+    logits: Tensor<B, 2>,
     t: &Tensors<B>,
     temperature: f32,
 ) -> Tensor<B, 2> {
-    let [b, n, v] = logits.dims();
-    let rows = logits
-        .reshape([b * n, v])
-        .select(0, t.rows.clone())
-        .div_scalar(temperature)
-        + t.row_bias.clone();
-    sandgym_policy::fused::log_softmax_last(rows)
+    sandgym_policy::fused::log_softmax_last(logits.div_scalar(temperature) + t.row_bias.clone())
 }
 
 /// Per-row values `[k]` placed back at their `[b, n]` positions (0 elsewhere).
@@ -125,7 +119,7 @@ fn picked<B: Backend>(rows: Tensor<B, 2>, t: &Tensors<B>) -> Tensor<B, 2> {
 /// The log-prob of each trainable target under the masked, temperature-scaled distribution
 /// (0 at other positions): `[b, n]`. Only the trainable rows of the logits are normalised.
 fn target_logprobs<B: Backend>(
-    logits: Tensor<B, 3>,
+    logits: Tensor<B, 2>,
     t: &Tensors<B>,
     temperature: f32,
 ) -> Tensor<B, 2> {
@@ -217,8 +211,13 @@ impl<B: AutodiffBackend> Learner<B> {
             if values {
                 // Every position's value (GAE reads them all): one full pass.
                 let t = tensors::<B::InnerBackend>(&refs, self.vocab, &device);
-                let out =
-                    model.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+                let out = model.forward_rows(
+                    t.inputs.clone(),
+                    t.positions.clone(),
+                    t.bias.clone(),
+                    None,
+                    t.rows.clone(),
+                );
                 back(out.values, &vec![0; refs.len()], &mut |_, v| {
                     old_values.push(v)
                 });
@@ -247,7 +246,7 @@ impl<B: AutodiffBackend> Learner<B> {
 
     /// The trained model's pass over `part`, with gradient (from the first action on when the
     /// prompt is detached).
-    fn train_pass(&self, part: &[&Sample]) -> (Output<B>, Tensors<B>) {
+    fn train_pass(&self, part: &[&Sample]) -> (RowOutput<B>, Tensors<B>) {
         let (out, t, _) = pass(
             &self.model,
             part,
@@ -391,11 +390,17 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
     device: &B::Device,
     inner: impl FnOnce() -> PolicyModel<I>,
     constant: impl FnOnce(KvCache<I>) -> KvCache<B>,
-) -> (Output<B>, Tensors<B>, Vec<usize>) {
+) -> (RowOutput<B>, Tensors<B>, Vec<usize>) {
     let offsets: Vec<usize> = samples.iter().map(|s| context_len(s)).collect();
     if !detach || offsets.contains(&0) {
         let t = tensors::<B>(samples, vocab, device);
-        let out = model.forward(t.inputs.clone(), t.positions.clone(), t.bias.clone(), None);
+        let out = model.forward_rows(
+            t.inputs.clone(),
+            t.positions.clone(),
+            t.bias.clone(),
+            None,
+            t.rows.clone(),
+        );
         return (out, t, vec![0; samples.len()]);
     }
     let prompts: Vec<Vec<u32>> = samples
@@ -406,11 +411,12 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
     let pre = prefill(&inner(), &prompts, device);
     let mut cache = constant(pre.cache);
     let t = tensors_after::<B>(samples, &offsets, Some(&pre.valid), vocab, device);
-    let out = model.forward(
+    let out = model.forward_rows(
         t.inputs.clone(),
         t.positions.clone(),
         t.bias.clone(),
         Some(&mut cache),
+        t.rows.clone(),
     );
     (out, t, offsets)
 }

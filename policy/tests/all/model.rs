@@ -525,3 +525,70 @@ fn forward_last_is_the_last_position_of_a_full_forward_pass() {
         }
     }
 }
+
+#[test]
+fn forward_rows_are_those_rows_of_a_full_forward_pass() {
+    let device = select_device();
+    for tied in [false, true] {
+        let model = config(300).with_tie_embeddings(tied).init::<Infer>(&device);
+        let (b, n) = (2, 6);
+        let ids: Vec<i64> = vec![4, 8, 15, 16, 23, 42, 7, 9, 11, 13, 3, 5];
+        let tokens =
+            || Tensor::<Infer, 2, Int>::from_data(TensorData::new(ids.clone(), [b, n]), &device);
+        let positions = || {
+            Tensor::<Infer, 1, Int>::arange(0..n as i64, &device)
+                .reshape([1, n])
+                .repeat_dim(0, b)
+        };
+        let mut causal = vec![f32::NEG_INFINITY; b * n * n];
+        for r in 0..b {
+            for q in 0..n {
+                for k in 0..=q {
+                    causal[r * n * n + q * n + k] = 0.0;
+                }
+            }
+        }
+        let bias = || {
+            Tensor::<Infer, 4>::from_data(TensorData::new(causal.clone(), [b, 1, n, n]), &device)
+        };
+        let full = model.forward(tokens(), positions(), bias(), None);
+        let full_logits: Vec<f32> = full.logits.into_data().to_vec().unwrap();
+        let full_values: Vec<f32> = full.values.into_data().to_vec().unwrap();
+        // Out of order and across both rows of the batch.
+        let rows: Vec<i64> = vec![11, 1, 6, 5];
+        let k = rows.len();
+        let picked = model.forward_rows(
+            tokens(),
+            positions(),
+            bias(),
+            None,
+            Tensor::<Infer, 1, Int>::from_data(TensorData::new(rows.clone(), [k]), &device),
+        );
+        assert_eq!(picked.logits.dims(), [k, 300]);
+        let got: Vec<f32> = picked.logits.into_data().to_vec().unwrap();
+        for (i, &row) in rows.iter().enumerate() {
+            let want = &full_logits[row as usize * 300..(row as usize + 1) * 300];
+            for (a, w) in got[i * 300..(i + 1) * 300].iter().zip(want) {
+                assert!(
+                    (a - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "row {row}: {a} vs {w} (tied {tied})"
+                );
+            }
+        }
+        let values: Vec<f32> = picked.values.into_data().to_vec().unwrap();
+        assert_eq!(values.len(), b * n);
+        for (a, w) in values.iter().zip(&full_values) {
+            assert!((a - w).abs() <= 1e-5 * (1.0 + w.abs()), "{a} vs {w}");
+        }
+        // No rows: no logits, and the values all the same.
+        let none = model.forward_rows(
+            tokens(),
+            positions(),
+            bias(),
+            None,
+            Tensor::<Infer, 1, Int>::from_data(TensorData::new(Vec::<i64>::new(), [0]), &device),
+        );
+        assert_eq!(none.logits.dims(), [0, 300]);
+        assert_eq!(none.values.dims(), [b, n]);
+    }
+}
