@@ -243,6 +243,7 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
         progress(&bar, &it.metrics);
         history.push(it.metrics);
     }
+    trainer.save_if_unsaved()?;
     sandgym::trainer::write_plots(trainer.out())?;
     bar.finish();
     finish(args, trainer, &history, started)

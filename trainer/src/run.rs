@@ -581,7 +581,17 @@ impl<B: AutodiffBackend> Trainer<B> {
             let m = self.step()?;
             progress(&m);
         }
-        Ok(())
+        self.save_if_unsaved()
+    }
+
+    /// Checkpoints the policy when the run holds no checkpoint yet: a run of no iterations
+    /// (`--iters 0`, SFT alone) leaves its policy where evaluations, `--init` and `--resume`
+    /// look for it, instead of a directory whose `config.json` is the run's.
+    pub fn save_if_unsaved(&self) -> Result<()> {
+        if self.out.join(CHECKPOINT).join("policy").exists() {
+            return Ok(());
+        }
+        self.save()
     }
 }
 
@@ -656,8 +666,12 @@ pub fn policy_dir(dir: &Path) -> PathBuf {
     }
 }
 
-/// Redraws `plots/*.png` of a run from its `metrics.jsonl`.
+/// Redraws `plots/*.png` of a run from its `metrics.jsonl` (nothing before its first iteration).
 pub fn write_plots(out: &Path) -> Result<()> {
+    if !out.join(METRICS).exists() {
+        // No iteration has run (`--iters 0`): nothing to plot.
+        return Ok(());
+    }
     let metrics: Vec<IterMetrics> = read_metrics(&out.join(METRICS))?;
     let evals: Vec<EvalPoint> = if out.join(EVALS).exists() {
         read_metrics(&out.join(EVALS))?

@@ -310,6 +310,21 @@ fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage(
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A run of no iterations (SFT alone) still leaves a checkpoint of its policy, so the closing
+/// evaluation loads the policy rather than the run's own `config.json`.
+#[test]
+fn a_run_of_no_iterations_leaves_its_policy_checkpointed() {
+    let out = tmp("no-iterations");
+    let mut t = trainer(&out, config(Algo::Grpo, 0), initial());
+    t.run(|_| panic!("no iteration runs")).unwrap();
+    let dir = sandgym_trainer::policy_dir(&out);
+    assert_eq!(dir, out.join("checkpoint").join("policy"));
+    sandgym_policy::checkpoint::read_config(&dir).unwrap();
+    // A second call finds it there and leaves it.
+    t.save_if_unsaved().unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// A process killed in the middle of a checkpoint swap (the old checkpoint moved aside, the
 /// new one not yet moved in) leaves a run that resumes: from the new checkpoint when it was
 /// whole, else from the old one.
