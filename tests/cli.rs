@@ -1178,14 +1178,15 @@ fn run_and_train_on_an_env_served_by_another_process() {
 }
 
 /// `bench env-server` holds every session it opens, over WebSocket and HTTP, and measures
-/// their round trips.
+/// their round trips. Each case gets a second: 16 SQL sessions' first resets (a database copy
+/// each) take ~0.27 s on 2 busy cores, and a 0.2 s window once ended before any step.
 #[test]
 fn bench_env_server_holds_its_sessions_and_measures_them() {
     let out = sandgym(&[
         "bench",
         "env-server",
         "--seconds",
-        "0.2",
+        "1",
         "--max-sessions",
         "16",
         "--json",
