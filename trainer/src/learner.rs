@@ -211,13 +211,7 @@ impl<B: AutodiffBackend> Learner<B> {
             if values {
                 // Every position's value (GAE reads them all): one full pass.
                 let t = tensors::<B::InnerBackend>(&refs, self.vocab, &device);
-                let out = model.forward_rows(
-                    t.inputs.clone(),
-                    t.positions.clone(),
-                    t.bias.clone(),
-                    None,
-                    t.rows.clone(),
-                );
+                let out = forward_rows(&model, &t, None);
                 back(out.values, &vec![0; refs.len()], &mut |_, v| {
                     old_values.push(v)
                 });
@@ -377,6 +371,22 @@ impl Whole {
     }
 }
 
+/// `model`'s pass over the batch `t`, continuing `cache` (if any): the logits at `t`'s
+/// trainable rows and the values at every position.
+fn forward_rows<B: Backend>(
+    model: &PolicyModel<B>,
+    t: &Tensors<B>,
+    cache: Option<&mut KvCache<B>>,
+) -> RowOutput<B> {
+    model.forward_rows(
+        t.inputs.clone(),
+        t.positions.clone(),
+        t.bias.clone(),
+        cache,
+        t.rows.clone(),
+    )
+}
+
 /// The forward pass of `samples` through `model`, with the tensors it was given and each
 /// row's offset: all of every sample in one pass, or, with `detach` (and a prompt in every
 /// sample), the prompts first — each shared prefix once, through `inner` (the model without
@@ -394,13 +404,7 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
     let offsets: Vec<usize> = samples.iter().map(|s| context_len(s)).collect();
     if !detach || offsets.contains(&0) {
         let t = tensors::<B>(samples, vocab, device);
-        let out = model.forward_rows(
-            t.inputs.clone(),
-            t.positions.clone(),
-            t.bias.clone(),
-            None,
-            t.rows.clone(),
-        );
+        let out = forward_rows(model, &t, None);
         return (out, t, vec![0; samples.len()]);
     }
     let prompts: Vec<Vec<u32>> = samples
@@ -411,12 +415,6 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
     let pre = prefill(&inner(), &prompts, device);
     let mut cache = constant(pre.cache);
     let t = tensors_after::<B>(samples, &offsets, Some(&pre.valid), vocab, device);
-    let out = model.forward_rows(
-        t.inputs.clone(),
-        t.positions.clone(),
-        t.bias.clone(),
-        Some(&mut cache),
-        t.rows.clone(),
-    );
+    let out = forward_rows(model, &t, Some(&mut cache));
     (out, t, offsets)
 }
