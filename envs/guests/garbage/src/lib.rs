@@ -1,13 +1,16 @@
 //! A guest that answers every call of the env interface with arbitrary values — text that is
 //! valid JSON and text that is not, deeply nested or past the host's output limit; rewards
 //! made of random bits (NaN, infinities, subnormals); random statuses; errors of any kind
-//! with garbage details; random snapshot bytes — drawn from the seed of its configuration
-//! `{"seed": N}`, so a host test can replay a case. It fuzzes the host side of the WIT
-//! boundary, which must turn each answer into a value or a typed error
-//! (envs/sandbox/tests/all/guests.rs, `garbage`). It implements the generated bindings
+//! with garbage details; random snapshot bytes. Every choice is drawn from its configuration:
+//! `{"seed": N}` seeds a generator, so a host test can replay a case
+//! (envs/sandbox/tests/all/guests.rs, `garbage`); `{"tape": "<hex>"}` takes the choices from
+//! those bytes, eight at a time, so that a coverage-guided fuzzer's mutations of the tape become
+//! the guest's answers (fuzz/fuzz_targets/wit.rs); when the tape runs out, the generator seeded
+//! by its length goes on. Either way it fuzzes the host side of the WIT boundary, which must
+//! turn each answer into a value or a typed error. It implements the generated bindings
 //! directly: `export_env!` would only ever send well-formed values.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use sandgym_env_api::{EnvError, EnvId, EnvSpec, Observation, ToolSpec, WireError};
 use sandgym_guest::{ErrorKind, StepResult, WitDone, WitError};
@@ -16,8 +19,44 @@ thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0x9E37_79B9_7F4A_7C15) };
 }
 
-/// SplitMix64: the next random number.
+thread_local! {
+    /// The configured tape's bytes not read yet (last byte first, so reading pops).
+    static TAPE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The next choice: the tape's next eight bytes (little-endian, zero-padded at its end), or,
+/// once the tape is empty, the next random number.
 fn next() -> u64 {
+    let taped = TAPE.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.is_empty() {
+            return None;
+        }
+        let mut word = [0u8; 8];
+        for byte in word.iter_mut() {
+            match t.pop() {
+                Some(b) => *byte = b,
+                None => break,
+            }
+        }
+        Some(u64::from_le_bytes(word))
+    });
+    taped.unwrap_or_else(splitmix)
+}
+
+/// The tape in `{"tape": "<hex>"}`: its bytes, or `None` where there is none or it is not hex.
+fn tape(config: &serde_json::Value) -> Option<Vec<u8>> {
+    let hex = config.get("tape")?.as_str()?.as_bytes();
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    hex.chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
+}
+
+/// SplitMix64: the next random number.
+fn splitmix() -> u64 {
     RNG.with(|s| {
         let z = s.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
         s.set(z);
@@ -125,10 +164,19 @@ struct Garbage;
 #[cfg(target_family = "wasm")]
 impl sandgym_guest::Guest for Garbage {
     fn init(config: String) -> Result<(), WitError> {
-        let seed = serde_json::from_str::<serde_json::Value>(&config)
-            .ok()
-            .and_then(|c| c.get("seed").and_then(serde_json::Value::as_u64))
-            .unwrap_or(0);
+        let config = serde_json::from_str::<serde_json::Value>(&config).unwrap_or_default();
+        let seed = match tape(&config) {
+            Some(mut bytes) => {
+                let seed = bytes.len() as u64;
+                bytes.reverse();
+                TAPE.with(|t| *t.borrow_mut() = bytes);
+                seed
+            }
+            None => config
+                .get("seed")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+        };
         RNG.with(|s| s.set(seed));
         if below(10) == 0 { Err(error()) } else { Ok(()) }
     }
