@@ -228,6 +228,8 @@ fn bench_policy_reports_throughput() {
         "tokens_per_s_unconstrained",
         "tokens_per_s_constrained",
         "fwd_bwd_us_per_token",
+        "fwd_bwd_tokens_per_s",
+        "fwd_bwd_first_pass_tokens_per_s",
     ] {
         assert!(
             figures[key].as_f64().is_some_and(|v| v > 0.0),
