@@ -18,22 +18,36 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 const _: () = assert!(MI_OPTION_PURGE_DELAY + 1 == libmimalloc_sys::mi_option_use_numa_nodes);
 
-/// Tells mimalloc to keep freed memory for 10 s before it returns it to the kernel. By default
-/// it purges memory unused for 10 ms (arenas: 100 ms), and a training pass frees tensors of
-/// hundreds of megabytes for longer than that between uses, so they were faulted in and zeroed
-/// again: `clear_page_erms` was 10% of an SFT pass's CPU time (`perf`). `bench policy`,
-/// forward+backward on SmolLM2-135M: 71 tokens/s with a 1 s delay, 81 with 10 s, 86 never
-/// purging (-1) — which keeps a process at its high-water mark for good (a customer-service
-/// evaluation of 90 long episodes at once held 23 GB). `MIMALLOC_PURGE_DELAY` in the
-/// environment still wins.
+/// mimalloc's `arena_purge_mult` option (the multiplier of `purge_delay` for arenas, 10 by
+/// default): four after `max_warnings`, which the crate names, past `max_segment_reclaim`,
+/// `destroy_on_exit` and `arena_reserve` (`mi_option_e` of mimalloc 3, which the pinned crate
+/// builds, and of mimalloc 2 alike).
+const MI_OPTION_ARENA_PURGE_MULT: libmimalloc_sys::mi_option_t = 24;
+const _: () = assert!(MI_OPTION_ARENA_PURGE_MULT == libmimalloc_sys::mi_option_max_warnings + 4);
+
+/// Tells mimalloc to keep freed memory for 60 s before it returns it to the kernel, in
+/// segments and arenas alike (its defaults: 10 ms, and 10× that for arenas). A training pass
+/// frees tensors of megabytes to hundreds of megabytes and allocates the same sizes again on
+/// the next pass; memory returned to the kernel is faulted in and zeroed again, and on a
+/// virtual machine that hands free guest memory back to its host that costs far more than the
+/// zeroing: a fresh 2 GB buffer took 7–25 s to touch here against 0.3 s for one just freed.
+/// `perf`: `clear_page_erms` was 10% of an SFT pass's CPU time at the defaults and a quarter of
+/// `bench policy`'s forward+backward passes with a 10 s delay. `bench policy` on SmolLM2-135M,
+/// forward+backward after a first pass: 111 tokens/s with 10 s (arenas 100 s), 140 never
+/// purging, 143 with 60 s (arenas 600 s), 135–158 with 60 s for both. Never purging kept a process
+/// at its high-water mark for good (a customer-service evaluation of 90 long episodes at once
+/// held 23 GB); 60 s for arenas returns whole blocks sooner than the old 100 s did.
+/// `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_PURGE_MULT` in the environment still wins.
 fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
-    }
-    // SAFETY: mi_option_set writes one of mimalloc's option slots; the index is in range
-    // (checked at compile time against the next option, which the crate names).
-    unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000);
+    for (option, value, variable) in [
+        (MI_OPTION_PURGE_DELAY, 60_000, "MIMALLOC_PURGE_DELAY"),
+        (MI_OPTION_ARENA_PURGE_MULT, 1, "MIMALLOC_ARENA_PURGE_MULT"),
+    ] {
+        if std::env::var_os(variable).is_none() {
+            // SAFETY: mi_option_set writes one of mimalloc's option slots; the indices are in
+            // range (checked at compile time against options the crate names).
+            unsafe { libmimalloc_sys::mi_option_set(option, value) };
+        }
     }
 }
 
