@@ -392,8 +392,9 @@ fn peak_rss_mb() -> u64 {
 }
 
 /// Generation and training throughput of a policy on one device: decode tokens/s at batch 64
-/// with and without the tool-call constraint, prefill tokens/s, forward+backward tokens/s (after a first pass, and that first pass),
-/// peak memory; with `--reference`, the same figures from PyTorch and the ratios.
+/// with and without the tool-call constraint, prefill tokens/s, forward+backward tokens/s
+/// (after a first pass, and that first pass), peak memory; with `--reference`, the same
+/// figures from PyTorch and the ratios.
 fn policy<B: burn::tensor::backend::AutodiffBackend>(
     args: &Args,
     device: &B::Device,
