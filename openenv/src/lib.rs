@@ -46,4 +46,4 @@ mod session;
 pub use client::{RemoteEnv, is_remote};
 pub use error::ServeError;
 pub use protocol::{ErrorCode, WireError};
-pub use server::{EnvFactory, EnvServer, ServeConfig};
+pub use server::{EnvFactory, EnvServer, ServeConfig, default_env_threads};

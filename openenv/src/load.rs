@@ -53,12 +53,17 @@ pub struct LoadReport {
     pub episodes: usize,
     /// Requests answered per second over the measured time.
     pub requests_per_s: f64,
-    /// Median round trip of a request, ms.
+    /// Median round trip of a request, ms (each session's first request left out: see
+    /// `first_p99_ms`).
     pub p50_ms: f64,
     /// 99th percentile of it, ms.
     pub p99_ms: f64,
-    /// Time to open every session, s.
-    pub connect_s: f64,
+    /// 99th percentile of each session's first request (its first reset, which finds a
+    /// fresh env), ms.
+    pub first_p99_ms: f64,
+    /// The warm-up, s: every WebSocket session opened and its first reset answered (HTTP:
+    /// 0, its clients start on the clock).
+    pub warmup_s: f64,
     /// The measured time, s.
     pub wall_s: f64,
 }
@@ -66,12 +71,26 @@ pub struct LoadReport {
 /// One session's tally.
 #[derive(Default)]
 struct Tally {
+    /// Round trips after the first.
     latencies_us: Vec<u32>,
+    /// The first request's round trip.
+    first_us: Option<u32>,
     /// Requests answered (with or without their latency kept).
     answered: usize,
     steps: usize,
     episodes: usize,
     error: Option<String>,
+}
+
+impl Tally {
+    /// Keeps one round trip: the session's first apart from the others.
+    fn record(&mut self, us: u32) {
+        if self.first_us.is_none() {
+            self.first_us = Some(us);
+        } else {
+            self.latencies_us.push(us);
+        }
+    }
 }
 
 fn percentile(sorted: &[u32], q: f64) -> f64 {
@@ -82,13 +101,15 @@ fn percentile(sorted: &[u32], q: f64) -> f64 {
     f64::from(sorted[i]) / 1000.0
 }
 
-fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64) -> LoadReport {
+fn report(config: &LoadConfig, tallies: Vec<Tally>, warmup_s: f64, wall_s: f64) -> LoadReport {
     let mut latencies: Vec<u32> = Vec::new();
+    let mut firsts: Vec<u32> = Vec::new();
     let mut errors: std::collections::BTreeMap<String, usize> = Default::default();
     let mut held = 0;
     let (mut steps, mut episodes, mut answered) = (0, 0, 0);
     for t in tallies {
         latencies.extend(&t.latencies_us);
+        firsts.extend(t.first_us);
         answered += t.answered;
         steps += t.steps;
         episodes += t.episodes;
@@ -98,6 +119,7 @@ fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64)
         }
     }
     latencies.sort_unstable();
+    firsts.sort_unstable();
     LoadReport {
         sessions: config.sessions,
         sessions_held: held,
@@ -108,7 +130,8 @@ fn report(config: &LoadConfig, tallies: Vec<Tally>, connect_s: f64, wall_s: f64)
         requests_per_s: answered as f64 / wall_s.max(1e-9),
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
-        connect_s,
+        first_p99_ms: percentile(&firsts, 0.99),
+        warmup_s,
         wall_s,
     }
 }
@@ -131,9 +154,33 @@ fn check_answer(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Runs `config.sessions` WebSocket sessions at once: every session connects (all before the
-/// clock starts), then resets and steps as fast as answers come, for `config.duration` (each
-/// session plays at least its first reset, so a held session is one that was served).
+/// A session's WebSocket.
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends one frame and waits for its answer (pings and pongs skipped); the error says why
+/// the session ended.
+async fn round_trip(socket: &mut Socket, frame: &str) -> Result<String, String> {
+    socket
+        .send(Message::text(frame))
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    loop {
+        match socket.next().await {
+            Some(Ok(Message::Text(t))) => return Ok(t.to_string()),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(other)) => return Err(format!("unexpected message {other:?}")),
+            Some(Err(e)) => return Err(format!("receive: {e}")),
+            None => return Err("the server closed the session".into()),
+        }
+    }
+}
+
+/// Runs `config.sessions` WebSocket sessions at once. Warm-up, before the clock starts: every
+/// session connects, then sends its first reset, all at once (that reset finds a fresh env,
+/// whose first episode costs the most; its round trip is `first_p99_ms`). Then, for
+/// `config.duration`, each session steps and resets, as fast as answers come or at its pace.
+/// A held session is one that was served to the end.
 pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -142,101 +189,109 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
         .map_err(ServeError::Runtime)?;
     let ws = format!("{}/ws", config.url.replacen("http://", "ws://", 1));
     runtime.block_on(async {
-        let connect = Instant::now();
-        let opened = futures_util::future::join_all(
-            (0..config.sessions).map(|_| tokio_tungstenite::connect_async(ws.clone())),
-        )
-        .await;
-        let connect_s = connect.elapsed().as_secs_f64();
-        let start = Instant::now();
-        let deadline = tokio::time::Instant::now() + config.duration;
+        let warmup = Instant::now();
         let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let tasks = opened.into_iter().enumerate().map(|(i, socket)| {
-            let config = config.clone();
-            let (started, limit) = (started.clone(), config.episodes);
-            let more = move || {
+        let limit = config.episodes;
+        let more = {
+            let started = started.clone();
+            move || {
                 let n = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 limit.is_none_or(|limit| n < limit)
-            };
+            }
+        };
+        let warmed = futures_util::future::join_all((0..config.sessions).map(|i| {
+            let (ws, more) = (ws.clone(), more.clone());
             async move {
                 let mut tally = Tally::default();
-                let mut socket = match socket {
+                let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
+                let socket = match tokio_tungstenite::connect_async(ws).await {
                     Ok((socket, _)) => socket,
                     Err(e) => {
                         tally.error = Some(format!("connect: {e}"));
-                        return tally;
+                        return (tally, None, false);
                     }
                 };
-                let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
-                let step = json!({"type": "step", "data": config.action}).to_string();
-                let mut next = config.interval.map(|iv| {
-                    tokio::time::Instant::now() + iv.mul_f64(i as f64 / config.sessions as f64)
-                });
-                // Every session plays at least its first reset, however late it gets its
-                // turn: a session counts as held only once it was served.
-                'episodes: loop {
-                    let in_time = tally.episodes == 0 || tokio::time::Instant::now() < deadline;
-                    if !in_time || !more() {
-                        break;
+                let mut socket = socket;
+                more();
+                tally.episodes += 1;
+                let sent = Instant::now();
+                let done = match round_trip(&mut socket, &reset)
+                    .await
+                    .map(|a| check_answer(&a))
+                {
+                    Ok(Ok(done)) => done,
+                    Ok(Err(e)) | Err(e) => {
+                        tally.error = Some(e);
+                        return (tally, None, false);
                     }
-                    tally.episodes += 1;
-                    for n in 0..=config.steps_per_episode {
-                        let frame = if n == 0 { &reset } else { &step };
+                };
+                tally.first_us = Some(since_us(sent));
+                tally.answered += 1;
+                (tally, Some(socket), done)
+            }
+        }))
+        .await;
+        let warmup_s = warmup.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::now() + config.duration;
+        let tasks = warmed
+            .into_iter()
+            .enumerate()
+            .map(|(i, (mut tally, socket, mut done))| {
+                let config = config.clone();
+                let more = more.clone();
+                async move {
+                    let Some(mut socket) = socket else {
+                        return tally;
+                    };
+                    let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
+                    let step = json!({"type": "step", "data": config.action}).to_string();
+                    let mut next = config.interval.map(|iv| {
+                        tokio::time::Instant::now() + iv.mul_f64(i as f64 / config.sessions as f64)
+                    });
+                    // The first episode's reset was the warm-up's: it goes on with its steps.
+                    let mut n = 1;
+                    loop {
+                        if done || n > config.steps_per_episode {
+                            if tokio::time::Instant::now() >= deadline || !more() {
+                                break;
+                            }
+                            tally.episodes += 1;
+                            n = 0;
+                        }
                         if let (Some(at), Some(iv)) = (next.as_mut(), config.interval) {
                             tokio::time::sleep_until(*at).await;
                             *at += iv;
-                            if tally.answered > 0 && tokio::time::Instant::now() >= deadline {
-                                break 'episodes;
-                            }
                         }
+                        if tokio::time::Instant::now() >= deadline {
+                            break;
+                        }
+                        let frame = if n == 0 { &reset } else { &step };
                         let sent = Instant::now();
-                        if let Err(e) = socket.send(Message::text(frame.clone())).await {
-                            tally.error = Some(format!("send: {e}"));
-                            return tally;
-                        }
-                        let answer = loop {
-                            match socket.next().await {
-                                Some(Ok(Message::Text(t))) => break t.to_string(),
-                                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                                Some(Ok(other)) => {
-                                    tally.error = Some(format!("unexpected message {other:?}"));
-                                    return tally;
-                                }
-                                Some(Err(e)) => {
-                                    tally.error = Some(format!("receive: {e}"));
-                                    return tally;
-                                }
-                                None => {
-                                    tally.error = Some("the server closed the session".into());
-                                    return tally;
-                                }
-                            }
-                        };
-                        if limit.is_none() {
-                            tally.latencies_us.push(since_us(sent));
-                        }
-                        tally.answered += 1;
-                        match check_answer(&answer) {
-                            Ok(done) => {
-                                tally.steps += usize::from(n > 0);
-                                if done || tokio::time::Instant::now() >= deadline {
-                                    continue 'episodes;
-                                }
-                            }
-                            Err(e) => {
+                        match round_trip(&mut socket, frame)
+                            .await
+                            .map(|a| check_answer(&a))
+                        {
+                            Ok(Ok(d)) => done = d,
+                            Ok(Err(e)) | Err(e) => {
                                 tally.error = Some(e);
                                 return tally;
                             }
                         }
+                        if limit.is_none() {
+                            tally.latencies_us.push(since_us(sent));
+                        }
+                        tally.answered += 1;
+                        tally.steps += usize::from(n > 0);
+                        n += 1;
                     }
+                    let _ = socket.close(None).await;
+                    tally
                 }
-                let _ = socket.close(None).await;
-                tally
-            }
-        });
+            });
         let tallies = futures_util::future::join_all(tasks).await;
         let wall_s = start.elapsed().as_secs_f64();
-        Ok(report(config, tallies, connect_s, wall_s))
+        Ok(report(config, tallies, warmup_s, wall_s))
     })
 }
 
@@ -279,7 +334,7 @@ pub fn run_http(config: &LoadConfig) -> Result<LoadReport, ServeError> {
                                 });
                             match answer {
                                 Ok(_) => {
-                                    tally.latencies_us.push(since_us(sent));
+                                    tally.record(since_us(sent));
                                     tally.answered += 1;
                                     tally.steps += usize::from(path == "step");
                                 }

@@ -2,6 +2,7 @@
 //! body, client or env gets a typed error without taking the server down.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -11,8 +12,12 @@ use sandgym_openenv::{EnvFactory, EnvServer, ServeConfig, ServeError};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-/// Guess-number in `1..=8` that panics when asked to guess 13 (an env with a bug).
+/// Guess-number in `1..=8` that panics when asked to guess 13 (an env with a bug), and takes
+/// a second to guess 12 (a slow call: [`SLOW_STARTED`], then [`SLOW_FINISHED`]).
 struct Buggy(GuessNumber);
+
+static SLOW_STARTED: AtomicBool = AtomicBool::new(false);
+static SLOW_FINISHED: AtomicBool = AtomicBool::new(false);
 
 impl Env for Buggy {
     fn spec(&self) -> &EnvSpec {
@@ -27,6 +32,11 @@ impl Env for Buggy {
     fn step(&mut self, action: &Action) -> sandgym_env_api::Result<Observation> {
         let n = action.tool_call().and_then(|c| c.parameters.get("number"));
         assert!(n != Some(&json!(13)), "thirteen is unlucky");
+        if n == Some(&json!(12)) {
+            SLOW_STARTED.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_secs(1));
+            SLOW_FINISHED.store(true, Ordering::SeqCst);
+        }
         self.0.step(action)
     }
     fn reward(&self) -> f64 {
@@ -242,6 +252,47 @@ async fn an_env_that_panics_fails_its_request_and_the_next_reset_gets_a_fresh_en
     )
     .await;
     assert_eq!(step["type"], "observation", "{step}");
+}
+
+/// Env calls share a bounded pool of threads (`env_threads`): with one, a second session's
+/// step waits for the first one's slow step; `/health` never waits for it (a busy pod is
+/// not taken for a dead one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_calls_share_a_bounded_pool_and_health_does_not_wait_for_it() {
+    let server = start(ServeConfig {
+        env_threads: 1,
+        ..ServeConfig::default()
+    });
+    let (mut slow, mut quick) = (connect(&server).await, connect(&server).await);
+    for ws in [&mut slow, &mut quick] {
+        let reset = ask(ws, json!({"type": "reset", "data": {"seed": 1}})).await;
+        assert_eq!(reset["type"], "observation", "{reset}");
+    }
+    let guess = |n: u32| {
+        json!({"type": "step", "data": {"tool_name": "guess", "parameters": {"number": n}}})
+            .to_string()
+    };
+    slow.send(Message::text(guess(12))).await.unwrap();
+    while !SLOW_STARTED.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let health = format!("http://{}/health", server.addr());
+    let (status, _) = tokio::task::spawn_blocking(move || http("GET", &health, None))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        !SLOW_FINISHED.load(Ordering::SeqCst),
+        "/health waited for an env call"
+    );
+    quick.send(Message::text(guess(4))).await.unwrap();
+    let answer = recv(&mut quick).await.expect("an answer");
+    assert_eq!(answer["type"], "observation", "{answer}");
+    assert!(
+        SLOW_FINISHED.load(Ordering::SeqCst),
+        "a second env call ran beside the first with one env thread"
+    );
+    assert!(recv(&mut slow).await.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -472,6 +523,10 @@ fn absurd_settings_are_refused() {
         },
         ServeConfig {
             idle_timeout: Duration::ZERO,
+            ..ServeConfig::default()
+        },
+        ServeConfig {
+            env_threads: 0,
             ..ServeConfig::default()
         },
     ] {

@@ -31,6 +31,10 @@ pub struct Args {
     /// The largest message or request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_message_bytes: usize,
+    /// Threads that run env calls (resets, steps, making envs); others wait their turn
+    /// [default: four per core].
+    #[arg(long)]
+    env_threads: Option<usize>,
 }
 
 /// Runs the subcommand until the process is stopped.
@@ -44,6 +48,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         idle_timeout: Duration::from_secs_f64(args.idle_timeout.min(7.0 * 86_400.0)),
         max_message_bytes: args.max_message_bytes,
         first_seed: 0,
+        env_threads: args
+            .env_threads
+            .unwrap_or_else(sandgym::openenv::default_env_threads),
     };
     serve.validate()?;
     // Every session holds a sandbox instance: the shared sandbox's pool has room for all.

@@ -125,6 +125,7 @@ fn serve(sandbox: &Sandbox, env: &str, sessions: usize) -> anyhow::Result<EnvSer
             idle_timeout: Duration::from_secs(600),
             max_message_bytes: 1 << 20,
             first_seed: 0,
+            env_threads: sandgym::openenv::default_env_threads(),
         },
     )?)
 }
@@ -141,7 +142,8 @@ fn figure(r: &LoadReport) -> Value {
         "steps": r.steps,
         "p50_ms": round(r.p50_ms, 3),
         "p99_ms": round(r.p99_ms, 3),
-        "connect_s": round(r.connect_s, 3),
+        "first_p99_ms": round(r.first_p99_ms, 3),
+        "warmup_s": round(r.warmup_s, 3),
     });
     if !r.session_errors.is_empty() {
         v["session_errors"] = json!(r.session_errors);
