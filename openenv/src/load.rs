@@ -204,14 +204,13 @@ pub fn run_ws(config: &LoadConfig) -> Result<LoadReport, ServeError> {
             async move {
                 let mut tally = Tally::default();
                 let reset = json!({"type": "reset", "data": {"seed": i}}).to_string();
-                let socket = match tokio_tungstenite::connect_async(ws).await {
+                let mut socket = match tokio_tungstenite::connect_async(ws).await {
                     Ok((socket, _)) => socket,
                     Err(e) => {
                         tally.error = Some(format!("connect: {e}"));
                         return (tally, None, false);
                     }
                 };
-                let mut socket = socket;
                 more();
                 tally.episodes += 1;
                 let sent = Instant::now();
