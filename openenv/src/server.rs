@@ -42,9 +42,10 @@ pub struct ServeConfig {
     pub first_seed: u64,
     /// Threads that run env calls (resets, steps, making envs); calls beyond them wait their
     /// turn. Env calls are CPU-bound, so more threads than cores only add switching: on 2
-    /// cores, tokio's default of 512 halved `bench env-server`'s sql-agent throughput at 64
-    /// sessions in some runs, with a p99 of 0.8 s. A few per core leaves room for calls that
-    /// run long (a guest at its CPU deadline) without stalling the rest.
+    /// cores, with tokio's default of up to 512, `bench env-server`'s sql-agent at 64
+    /// sessions fell in some runs to about a fifth of its bounded throughput, at p99 0.8 s. A
+    /// few per core leaves room for calls that run long (a guest at its CPU deadline)
+    /// without stalling the rest.
     pub env_threads: usize,
 }
 
