@@ -1481,13 +1481,18 @@ fn shell_scripts_pass_shellcheck() {
     scripts.sort();
     assert!(scripts.len() >= 2, "{scripts:?}");
     scripts.push(root.join(".ci/run"));
-    let out = Command::new(py.with_file_name("shellcheck"))
-        .args(&scripts)
+    lint(&py, "shellcheck", &scripts);
+}
+
+/// Runs a linter installed beside `py` on `files`; it must find nothing.
+fn lint(py: &std::path::Path, tool: &str, files: &[std::path::PathBuf]) {
+    let out = Command::new(py.with_file_name(tool))
+        .args(files)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "shellcheck: {}{}",
+        "{tool}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1505,7 +1510,7 @@ c = pod["containers"][0]
 port = {p["name"]: p["containerPort"] for p in c["ports"]}
 svc = docs["Service"]["spec"]["ports"][0]
 cache = [m["mountPath"] for m in c["volumeMounts"]]
-print(json.dumps({"args": c["args"], "port": port[svc["targetPort"]], "service_port": svc["port"],
+print(json.dumps({"args": c["args"], "port": port[svc["targetPort"]],
   "non_root": c["securityContext"]["runAsNonRoot"], "probe": c["readinessProbe"]["httpGet"]["path"],
   "cache": cache}))
 "#;
@@ -1521,15 +1526,7 @@ fn image_recipe_and_manifests_agree_with_the_cli() {
     let py = openenv_python();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dockerfile_path = root.join("deploy/Dockerfile");
-    let lint = Command::new(py.with_file_name("hadolint"))
-        .arg(&dockerfile_path)
-        .output()
-        .unwrap();
-    assert!(
-        lint.status.success(),
-        "hadolint: {}",
-        String::from_utf8_lossy(&lint.stdout)
-    );
+    lint(&py, "hadolint", std::slice::from_ref(&dockerfile_path));
 
     let dockerfile = std::fs::read_to_string(&dockerfile_path).unwrap();
     // The last unindented instruction of a kind (indented lines continue another one).
