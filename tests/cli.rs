@@ -196,7 +196,15 @@ fn run_with_faults_injects_them() {
 
 #[test]
 fn bench_envs_compares_native_and_wasm() {
-    let out = sandgym(&["bench", "envs", "--json", "--seconds", "0.05"]);
+    let out = sandgym(&[
+        "bench",
+        "envs",
+        "--json",
+        "--seconds",
+        "0.05",
+        "--rows",
+        "1000,4000",
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -211,6 +219,22 @@ fn bench_envs_compares_native_and_wasm() {
                     "{env} {backend} {key}: {figures}"
                 );
             }
+        }
+    }
+    // The generated databases: every join, grouping and nested query answers at 1,000 rows;
+    // at 4,000 the correlated subquery (4,000 rows read per customer) passes the row budget
+    // and is refused, natively and in WASM alike.
+    for (rows, refused) in [(1000, ""), (4000, "correlated")] {
+        let case = &figures[format!("sql-agent-v0 synthetic {rows} rows")];
+        for backend in ["native", "wasm"] {
+            for (name, ..) in sandgym_env_sql::SYNTHETIC_QUERIES {
+                let key = format!("{name}_ms");
+                assert!(
+                    case[backend][&key].as_f64().is_some_and(|v| v > 0.0),
+                    "{key}: {case}"
+                );
+            }
+            assert_eq!(case[backend]["refused"], refused, "{rows} rows: {case}");
         }
     }
 }

@@ -5,6 +5,8 @@ use gluesql::core::store::Planner;
 use gluesql::core::translate::translate;
 use gluesql::prelude::{Glue, MemoryStorage, Value};
 
+use crate::metered::{Access, Metered};
+
 /// A database image: built once from SQL, cloned for every episode.
 pub type Image = MemoryStorage;
 
@@ -12,14 +14,17 @@ pub type Image = MemoryStorage;
 /// rewritten for GlueSQL first, see [`crate::ddl`]). An error names the statement that failed.
 pub fn build(sql: &str) -> Result<Image, String> {
     let mut glue = Glue::new(MemoryStorage::default());
-    for (i, statement) in crate::ddl::statements(sql)?.iter().enumerate() {
-        let plan = translate(statement).and_then(|s| glue.storage.plan(s.into()));
+    let mut i = 0;
+    crate::ddl::for_each(sql, |statement| {
+        i += 1;
+        let plan = translate(&statement).and_then(|s| glue.storage.plan(s.into()));
         plan.and_then(|plan| glue.execute_stmt(&plan))
+            .map(drop)
             .map_err(|e| {
                 let text: String = statement.to_string().chars().take(80).collect();
-                format!("statement {} (`{text}`): {e}", i + 1)
-            })?;
-    }
+                format!("statement {i} (`{text}`): {e}")
+            })
+    })?;
     Ok(glue.storage)
 }
 
@@ -34,14 +39,78 @@ pub struct Outcome {
     pub summary: Option<String>,
 }
 
-/// Runs `sql` on `image` (mutating it) and returns the outcome of the last statement.
-pub fn run(image: &mut Image, sql: &str) -> Result<Outcome, String> {
-    let storage = std::mem::take(image);
-    let mut glue = Glue::new(storage);
-    let result = glue.execute(sql);
-    *image = glue.storage;
-    let payloads = result.map_err(|e| e.to_string())?;
-    let last = payloads.into_iter().last().ok_or("empty query")?;
+/// The rows a query may read by default before it is refused as too expensive (see
+/// [`crate::metered`]): a two-join query over three 100,000-row tables by their keys reads
+/// 300,000; a join without a usable key over two 10,000-row tables, 100 million. Measured,
+/// a million rows read take about 0.35 s natively, well inside the sandbox's 2 s per call.
+pub const DEFAULT_MAX_ROWS_READ: u64 = 1_000_000;
+
+/// Why a query gave no outcome.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// The query would read more rows than its budget allows; nothing it did is kept.
+    #[error(
+        "query too expensive: it reads more than {budget} rows (join tables with JOIN … ON their keys, filter before joining, or compute an aggregate once in a subquery)"
+    )]
+    TooExpensive {
+        /// The budget it passed.
+        budget: u64,
+    },
+    /// The engine refused or failed the query (parse error, unknown column, …).
+    #[error("{0}")]
+    Sql(String),
+}
+
+/// Runs `sql` on `image` (mutating it) and returns the outcome of the last statement, reading
+/// at most `max_rows_read` rows in all (see [`crate::metered`]). A refused query changes
+/// nothing: a writing script runs on a copy that is kept only when all of it finishes.
+pub fn run(image: &mut Image, sql: &str, max_rows_read: u64) -> Result<Outcome, RunError> {
+    if !is_destructive(sql) {
+        return query(image, sql, max_rows_read);
+    }
+    let mut scratch = image.clone();
+    let payloads = execute(Access::Write(&mut scratch), sql, max_rows_read)?;
+    *image = scratch;
+    outcome(payloads)
+}
+
+/// Runs `sql` on `image` without changing it, as [`run`] does; a statement that would write
+/// is refused (`RunError::Sql`). Nothing is copied, so a shared image serves every episode.
+pub fn query(image: &Image, sql: &str, max_rows_read: u64) -> Result<Outcome, RunError> {
+    outcome(execute(Access::Read(image), sql, max_rows_read)?)
+}
+
+fn execute(db: Access<'_>, sql: &str, max_rows_read: u64) -> Result<Vec<Payload>, RunError> {
+    let mut storage = Metered::new(db, max_rows_read);
+    let mut payloads = Vec::new();
+    let mut one = |statement| {
+        let mut statement = translate(&statement)?;
+        crate::fold::fold(&mut storage, &mut statement)?;
+        let plan = storage.plan(statement.into())?;
+        gluesql::core::executor::execute(&mut storage, &plan)
+    };
+    let parsed = gluesql::core::parse_sql::parse(sql).map_err(|e| RunError::Sql(e.to_string()))?;
+    for statement in parsed {
+        payloads.push(one(statement).map_err(|e| match e {
+            gluesql::core::error::Error::StorageMsg(m) if m == crate::metered::REFUSED => {
+                RunError::TooExpensive {
+                    budget: max_rows_read,
+                }
+            }
+            gluesql::core::error::Error::StorageMsg(m) if m == crate::metered::READ_ONLY => {
+                RunError::Sql("this statement writes; only queries run here".into())
+            }
+            e => RunError::Sql(e.to_string()),
+        })?);
+    }
+    Ok(payloads)
+}
+
+fn outcome(payloads: Vec<Payload>) -> Result<Outcome, RunError> {
+    let last = payloads
+        .into_iter()
+        .last()
+        .ok_or_else(|| RunError::Sql("empty query".into()))?;
     Ok(match last {
         Payload::Select { labels, rows } => Outcome {
             labels,
@@ -79,13 +148,14 @@ fn summary(text: String) -> Outcome {
 fn render(value: &Value) -> String {
     match value {
         Value::Null => "NULL".to_owned(),
-        Value::F64(f) => number(*f),
-        Value::F32(f) => number(f64::from(*f)),
+        Value::F64(f) => render_number(*f),
+        Value::F32(f) => render_number(f64::from(*f)),
         other => String::from(other),
     }
 }
 
-fn number(f: f64) -> String {
+/// A float as results show it: at most 6 decimals, no `.0` on whole numbers.
+pub(crate) fn render_number(f: f64) -> String {
     let r = (f * 1e6).round() / 1e6;
     if r.fract() == 0.0 && r.abs() < 1e15 {
         format!("{}", r as i64)
@@ -233,33 +303,108 @@ mod tests {
     fn row_f1_gives_partial_credit_for_overlapping_results() {
         let mut db =
             build("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1), (2), (2), (3);").unwrap();
-        let gold = run(&mut db, "SELECT a FROM t").unwrap();
-        let same = run(&mut db, "SELECT a FROM t ORDER BY a DESC").unwrap();
+        let gold = run(&mut db, "SELECT a FROM t", DEFAULT_MAX_ROWS_READ).unwrap();
+        let same = run(
+            &mut db,
+            "SELECT a FROM t ORDER BY a DESC",
+            DEFAULT_MAX_ROWS_READ,
+        )
+        .unwrap();
         assert_eq!(row_f1(&same, &gold), 1.0);
         // {2, 2} against {1, 2, 2, 3}: 2 common rows, F1 = 2*2 / (2 + 4).
-        let part = run(&mut db, "SELECT a FROM t WHERE a = 2").unwrap();
+        let part = run(
+            &mut db,
+            "SELECT a FROM t WHERE a = 2",
+            DEFAULT_MAX_ROWS_READ,
+        )
+        .unwrap();
         assert!((row_f1(&part, &gold) - 4.0 / 6.0).abs() < 1e-12);
-        let none = run(&mut db, "SELECT a FROM t WHERE a > 9").unwrap();
+        let none = run(
+            &mut db,
+            "SELECT a FROM t WHERE a > 9",
+            DEFAULT_MAX_ROWS_READ,
+        )
+        .unwrap();
         assert_eq!(row_f1(&none, &gold), 0.0);
         assert_eq!(row_f1(&none, &none), 1.0);
-        let wrote = run(&mut db, "DELETE FROM t WHERE a = 1").unwrap();
+        let wrote = run(&mut db, "DELETE FROM t WHERE a = 1", DEFAULT_MAX_ROWS_READ).unwrap();
         assert_eq!(row_f1(&wrote, &gold), 0.0);
+    }
+
+    /// A table of `n` rows `(i, i % 10)`.
+    fn numbers(n: usize) -> Image {
+        let values: Vec<String> = (0..n).map(|i| format!("({i}, {})", i % 10)).collect();
+        build(&format!(
+            "CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER); INSERT INTO t VALUES {};",
+            values.join(", ")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn uncorrelated_subqueries_read_their_table_once() {
+        let db = numbers(1000);
+        // Each query reads `t` twice when its subquery runs once (plus the IN list's
+        // comparisons, 1000 x 100 / 20); once per outer row it would read a million rows.
+        for sql in [
+            "SELECT COUNT(*) FROM t WHERE a > (SELECT AVG(a) FROM t)",
+            "SELECT COUNT(*) FROM t WHERE a IN (SELECT a FROM t WHERE b = 3)",
+            "SELECT COUNT(*) FROM t WHERE EXISTS (SELECT a FROM t WHERE b = 3)",
+        ] {
+            assert!(query(&db, sql, 10_000).is_ok(), "{sql}");
+        }
+        let correlated =
+            "SELECT COUNT(*) FROM t x WHERE EXISTS (SELECT a FROM t y WHERE y.b = x.a)";
+        assert_eq!(
+            query(&db, correlated, 100_000),
+            Err(RunError::TooExpensive { budget: 100_000 })
+        );
+        assert_eq!(query(&db, correlated, 2_000_000).unwrap().rows, [["10"]]);
+    }
+
+    #[test]
+    fn a_refused_script_changes_nothing_and_queries_never_write() {
+        let mut db = numbers(100);
+        let script = "DELETE FROM t WHERE b = 1; SELECT COUNT(*) FROM t x WHERE EXISTS (SELECT a FROM t y WHERE y.a = x.b)";
+        let refused = run(&mut db, script, 1_000);
+        assert!(
+            matches!(refused, Err(RunError::TooExpensive { .. })),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .starts_with("query too expensive")
+        );
+        let count = |db: &Image| query(db, "SELECT COUNT(*) FROM t", 1_000).unwrap().rows;
+        assert_eq!(count(&db), [["100"]]);
+        let write = query(&db, "DELETE FROM t WHERE b = 1", 1_000);
+        assert!(matches!(write, Err(RunError::Sql(_))), "{write:?}");
+        assert_eq!(count(&db), [["100"]]);
+        run(&mut db, "DELETE FROM t WHERE b = 1", 1_000).unwrap();
+        assert_eq!(count(&db), [["90"]]);
     }
 
     #[test]
     fn engine_runs_queries_and_compares_results() {
         let mut db = build("CREATE TABLE t (a INTEGER, b TEXT); INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'y');").unwrap();
-        let all = run(&mut db, "SELECT a FROM t ORDER BY a DESC").unwrap();
-        let any = run(&mut db, "SELECT a FROM t").unwrap();
+        let all = run(
+            &mut db,
+            "SELECT a FROM t ORDER BY a DESC",
+            DEFAULT_MAX_ROWS_READ,
+        )
+        .unwrap();
+        let any = run(&mut db, "SELECT a FROM t", DEFAULT_MAX_ROWS_READ).unwrap();
         assert!(same_rows(&all, &any, false));
         assert!(!same_rows(&all, &any, true));
-        let avg = run(&mut db, "SELECT AVG(a) FROM t").unwrap();
+        let avg = run(&mut db, "SELECT AVG(a) FROM t", DEFAULT_MAX_ROWS_READ).unwrap();
         assert_eq!(avg.rows, vec![vec!["2".to_owned()]]);
         assert!(same_value("2.0", &avg));
-        let names = run(&mut db, "SELECT DISTINCT b FROM t").unwrap();
+        let names = run(&mut db, "SELECT DISTINCT b FROM t", DEFAULT_MAX_ROWS_READ).unwrap();
         assert!(same_value("y, x", &names));
-        assert!(run(&mut db, "SELECT nope FROM t").is_err());
-        let deleted = run(&mut db, "DELETE FROM t WHERE a = 1").unwrap();
+        assert!(run(&mut db, "SELECT nope FROM t", DEFAULT_MAX_ROWS_READ).is_err());
+        let deleted = run(&mut db, "DELETE FROM t WHERE a = 1", DEFAULT_MAX_ROWS_READ).unwrap();
         assert_eq!(deleted.summary.as_deref(), Some("1 rows deleted"));
     }
 }
@@ -281,7 +426,7 @@ mod sqlite_dump {
         let mut checked = 0;
         for line in tasks.lines() {
             let task: crate::Task = serde_json::from_str(line).unwrap();
-            let got = run(&mut db, &task.gold_sql).unwrap();
+            let got = run(&mut db, &task.gold_sql, DEFAULT_MAX_ROWS_READ).unwrap();
             let want = Outcome {
                 labels: got.labels.clone(),
                 rows: expected[&task.id].clone(),
@@ -297,7 +442,12 @@ mod sqlite_dump {
             checked += 1;
         }
         assert_eq!(checked, expected.len());
-        let rows = run(&mut db, "SELECT COUNT(*) FROM tracks").unwrap();
+        let rows = run(
+            &mut db,
+            "SELECT COUNT(*) FROM tracks",
+            DEFAULT_MAX_ROWS_READ,
+        )
+        .unwrap();
         assert_eq!(rows.rows, [["3000"]]);
     }
 }

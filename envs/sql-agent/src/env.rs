@@ -1,7 +1,7 @@
 //! `SqlAgentEnv`: the text-to-SQL environment.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -11,7 +11,7 @@ use sandgym_env_api::{
     Result, Schema, ToolSpec, begin_step,
 };
 
-use crate::engine::{self, Image, Outcome};
+use crate::engine::{self, Image, Outcome, RunError};
 use crate::tasks::{self, Task, TaskSet};
 
 /// Reward weights (all configurable through the env configuration's `"reward"` object).
@@ -67,9 +67,19 @@ pub struct SqlConfig {
     pub reward: RewardConfig,
     /// Rows shown by `run_sql` before the rest is summarised.
     pub max_rows_shown: Option<usize>,
+    /// Rows one query may read before it is refused as too expensive (an observation the
+    /// agent can recover from, see [`crate::DEFAULT_MAX_ROWS_READ`]); 1,000,000 when
+    /// absent. Counting rows is deterministic, unlike a clock: natively and in WASM the same
+    /// query is refused at the same point.
+    pub max_rows_read: Option<u64>,
 }
 
 impl SqlConfig {
+    /// The rows one query may read ([`SqlConfig::max_rows_read`] or the default).
+    pub fn rows_budget(&self) -> u64 {
+        self.max_rows_read.unwrap_or(engine::DEFAULT_MAX_ROWS_READ)
+    }
+
     /// Reads a registry configuration object; unknown keys and wrong types are errors.
     pub fn from_map(config: &Map<String, Value>) -> Result<Self> {
         serde_json::from_value(Value::Object(config.clone())).map_err(|e| EnvError::InvalidConfig {
@@ -101,6 +111,9 @@ struct Shared {
     about: BTreeMap<String, &'static str>,
     images: BTreeMap<String, Image>,
     catalogs: BTreeMap<String, Catalog>,
+    /// Each task's gold result on its pristine database, computed once (at validation, or at
+    /// the first answer) and shared by every episode.
+    gold: Vec<OnceLock<std::result::Result<Outcome, RunError>>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -122,7 +135,10 @@ pub struct SqlAgentEnv {
     spec: EnvSpec,
     shared: Arc<Shared>,
     config: SqlConfig,
-    db: Image,
+    /// The episode's own copy of its database, made at its first writing statement; until
+    /// then queries read the shared pristine image (a real-size database is not copied per
+    /// episode).
+    own: Option<Image>,
     episode: Episode,
     started: bool,
 }
@@ -159,12 +175,18 @@ impl SqlAgentEnv {
             })?;
             images.insert(name.clone(), image);
         }
+        let gold: Vec<OnceLock<_>> = tasks.tasks.iter().map(|_| OnceLock::new()).collect();
         if validate {
-            for task in &tasks.tasks {
-                let mut db = images[&task.database].clone();
-                engine::run(&mut db, &task.gold_sql).map_err(|e| EnvError::InvalidConfig {
+            for (task, cell) in tasks.tasks.iter().zip(&gold) {
+                let result = engine::query(
+                    &images[&task.database],
+                    &task.gold_sql,
+                    config.rows_budget(),
+                );
+                let outcome = result.map_err(|e| EnvError::InvalidConfig {
                     reason: format!("task `{}`: the gold query fails: {e}", task.id),
                 })?;
+                cell.set(Ok(outcome)).expect("set once");
             }
         }
         let tables: Vec<String> = images
@@ -202,9 +224,10 @@ impl SqlAgentEnv {
                     .map(|(name, db)| (name.clone(), Catalog::of(db)))
                     .collect(),
                 images,
+                gold,
             }),
             config,
-            db: Image::default(),
+            own: None,
             episode: Episode::default(),
             started: false,
         })
@@ -230,13 +253,21 @@ impl SqlAgentEnv {
         .expect("valid id");
     }
 
+    /// The episode's database: its own copy once it wrote, else the shared pristine image.
+    fn db(&self) -> &Image {
+        match &self.own {
+            Some(db) => db,
+            None => &self.shared.images[&self.task().database],
+        }
+    }
+
     fn tool_output(&mut self, call: &sandgym_env_api::ToolCall) -> (String, f64) {
         let reward = &self.config.reward;
         match call.tool_name.as_str() {
-            "list_tables" => (table_names(&self.db).join(", "), 0.0),
+            "list_tables" => (table_names(self.db()).join(", "), 0.0),
             "describe_table" => {
                 let table = call.parameters["table"].as_str().unwrap_or_default();
-                (describe(&self.db, table, &self.shared.about), 0.0)
+                (describe(self.db(), table, &self.shared.about), 0.0)
             }
             _ => {
                 let query = call.parameters["query"].as_str().unwrap_or_default();
@@ -246,7 +277,15 @@ impl SqlAgentEnv {
                     self.episode.wrote = true;
                     step += reward.destructive;
                 }
-                match engine::run(&mut self.db, query) {
+                let budget = self.config.rows_budget();
+                let result = if engine::is_destructive(query) {
+                    let pristine = &self.shared.images[&self.task().database];
+                    let own = self.own.get_or_insert_with(|| pristine.clone());
+                    engine::run(own, query, budget)
+                } else {
+                    engine::query(self.db(), query, budget)
+                };
+                match result {
                     Ok(outcome) => (
                         render(
                             &outcome,
@@ -271,24 +310,26 @@ impl SqlAgentEnv {
             self.episode.wrote = true;
             reward += weights.destructive;
         }
-        // The gold result comes from a pristine copy, so nothing the agent did can change it.
-        let mut pristine = self.shared.images[&task.database].clone();
-        let gold = engine::run(&mut pristine, &task.gold_sql);
+        // The gold result comes from the pristine image, so nothing the agent did can change it.
+        let pristine = &self.shared.images[&task.database];
+        let budget = self.config.rows_budget();
+        let gold = self.shared.gold[self.episode.task]
+            .get_or_init(|| engine::query(pristine, &task.gold_sql, budget));
         let (correct, matched) = match gold {
             Err(_) => (false, 0.0),
             Ok(gold) if engine::looks_like_sql(answer) => {
                 if destructive {
                     (false, 0.0)
                 } else {
-                    match engine::run(&mut pristine, answer) {
-                        Ok(got) if engine::same_rows(&got, &gold, task.ordered) => (true, 1.0),
-                        Ok(got) => (false, engine::row_f1(&got, &gold)),
+                    match engine::query(pristine, answer, budget) {
+                        Ok(got) if engine::same_rows(&got, gold, task.ordered) => (true, 1.0),
+                        Ok(got) => (false, engine::row_f1(&got, gold)),
                         Err(_) => (false, 0.0),
                     }
                 }
             }
             Ok(gold) => {
-                let same = engine::same_value(answer, &gold);
+                let same = engine::same_value(answer, gold);
                 (same, f64::from(u8::from(same)))
             }
         };
@@ -474,11 +515,11 @@ impl Env for SqlAgentEnv {
             shared.tasks.tasks.iter().map(|t| (t.id.as_str(), t.split)),
         )?;
         let t = &shared.tasks.tasks[task];
-        self.db = shared.images[&t.database].clone();
+        self.own = None;
         // The query a multi-turn agent runs and the one it answers with take the same shape:
         // this database's identifiers and the question's literals.
         let query = shared.catalogs[&t.database].episode_schema(t);
-        let last = Observation::new(instruction(t, &self.db))
+        let last = Observation::new(instruction(t, &shared.images[&t.database]))
             .with_info("task", t.id.clone())
             .with_info("database", t.database.clone())
             .with_narrowing(
@@ -534,7 +575,7 @@ impl Env for SqlAgentEnv {
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {
         let meta = serde_json::to_string(&(&self.episode, self.started)).expect("serialisable");
-        postcard::to_allocvec(&(meta, &self.db)).map_err(|e| EnvError::Snapshot {
+        postcard::to_allocvec(&(meta, &self.own)).map_err(|e| EnvError::Snapshot {
             reason: e.to_string(),
         })
     }
@@ -543,7 +584,7 @@ impl Env for SqlAgentEnv {
         let bad = |e: String| EnvError::Snapshot {
             reason: format!("not a sql-agent snapshot: {e}"),
         };
-        let (meta, db): (String, Image) =
+        let (meta, own): (String, Option<Image>) =
             postcard::from_bytes(snapshot).map_err(|e| bad(e.to_string()))?;
         let (episode, started): (Episode, bool) =
             serde_json::from_str(&meta).map_err(|e| bad(e.to_string()))?;
@@ -552,7 +593,7 @@ impl Env for SqlAgentEnv {
         }
         self.episode = episode;
         self.started = started;
-        self.db = db;
+        self.own = own;
         Ok(())
     }
 }

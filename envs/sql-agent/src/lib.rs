@@ -31,14 +31,21 @@ mod data;
 pub mod ddl;
 mod engine;
 mod env;
+mod fold;
 mod gold;
+mod metered;
 mod pattern;
+#[cfg(test)]
+mod sqlite_parity;
+mod synthetic;
 mod tasks;
 
 pub use baseline::SqlBaseline;
+pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };
+pub use synthetic::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, SyntheticDb, synthetic_db};
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

@@ -3,6 +3,7 @@
 mod crash;
 mod env_server;
 mod proxy;
+mod sql_scale;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,7 +18,9 @@ use serde_json::{Map, Value, json};
 pub enum What {
     /// The WASM sandbox: step round trip against native, fresh episodes, threads, snapshots.
     Sandbox,
-    /// The bundled envs, native and in WASM: reset latency, per-query latency, steps/s.
+    /// The bundled envs, native and in WASM: reset latency, per-query latency, steps/s; the
+    /// SQL env on the music fixture and on generated databases of `--rows` rows (joins,
+    /// grouping, nested queries).
     Envs,
     /// The policy on the CPU: generated tokens/s at batch 64 with and without the tool-call
     /// constraint, forward+backward time per token.
@@ -55,6 +58,9 @@ pub struct Args {
     /// `bench env-server`: leave out cases with more concurrent sessions than this.
     #[arg(long, default_value_t = 1024)]
     max_sessions: usize,
+    /// `bench envs`: the sizes (rows per large table) of the generated SQL databases.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 10_000, 100_000])]
+    rows: Vec<usize>,
     /// `bench crash`: kill-and-resume trials.
     #[arg(long, default_value_t = 20)]
     trials: usize,
@@ -78,7 +84,11 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let figures = match args.what {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
-        What::Envs => envs(Duration::from_secs_f64(args.seconds))?,
+        What::Envs => {
+            let mut figures = envs(Duration::from_secs_f64(args.seconds))?;
+            figures.extend(sql_scale::run(&args.rows)?);
+            figures
+        }
         What::Crash => crash::run(args.trials, args.seed)?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
         What::EnvServer => match args.soak {

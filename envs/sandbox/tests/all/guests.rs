@@ -238,6 +238,57 @@ fn sql_agent_with_a_real_size_sqlite_database() {
     }
 }
 
+/// A generated database of 100,000-row tables builds inside the guest's default init budget;
+/// joins, grouping and nested queries answer as natively; a query too expensive for the row
+/// budget (a correlated subquery reading 100,000 rows per customer) is an observation the
+/// agent reads, natively and in WASM alike, and the episode goes on to a correct answer.
+#[test]
+fn sql_agent_on_100k_row_tables_under_default_limits() {
+    use sandgym_env_api::{Action, Env, ResetOptions};
+    let db = sandgym_env_sql::synthetic_db(100_000);
+    let config =
+        serde_json::json!({"tasks_jsonl": db.tasks_jsonl, "databases": {"synthetic": db.script}});
+    let sandbox = sandgym_sandbox::Sandbox::new(sandgym_sandbox::SandboxConfig {
+        cache_dir: crate::test_config(sandgym_sandbox::CpuLimit::Fuel(1))
+            .cache_dir
+            .clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    let guest = sandbox
+        .load(sandgym_guest_artifacts::SQL_AGENT.wasm)
+        .unwrap();
+    let mut wasm = guest.instantiate(config.as_object().unwrap()).unwrap();
+    let mut native =
+        sandgym_env_sql::SqlAgentEnv::from_config(config.as_object().unwrap()).unwrap();
+    let steps: Vec<Action> = sandgym_env_sql::SYNTHETIC_QUERIES
+        .iter()
+        .filter(|(name, ..)| *name != "nested_in")
+        .map(|(_, _, sql)| *sql)
+        .chain([sandgym_env_sql::SYNTHETIC_CORRELATED])
+        .map(|sql| Action::tool("run_sql", serde_json::json!({"query": sql})))
+        .chain([Action::respond("SELECT COUNT(*) FROM orders")])
+        .collect();
+    let mut seen = Vec::new();
+    for env in [&mut wasm as &mut dyn Env, &mut native] {
+        env.reset(0, &ResetOptions::default()).unwrap();
+        let observations: Vec<String> =
+            steps.iter().map(|a| env.step(a).unwrap().content).collect();
+        assert!(
+            observations[..4].iter().all(|o| !o.starts_with("error")),
+            "{observations:?}"
+        );
+        assert!(
+            observations[4].starts_with("error: query too expensive"),
+            "{}",
+            observations[4]
+        );
+        assert_eq!(env.observe().info["success"], true);
+        seen.push(observations);
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
 #[test]
 fn sql_agent() {
     use sandgym_env_api::{Action, ResetOptions, Split};
