@@ -155,3 +155,40 @@ proptest! {
         }
     }
 }
+
+/// Queries with subqueries in every place the engine folds them (scalar, `IN`, `EXISTS`,
+/// nested, correlated or not, with random columns that may not exist), so the folding pass
+/// meets shapes random tokens rarely form.
+fn nested_query() -> impl Strategy<Value = String> {
+    let table = prop::sample::select(&["orders", "customers", "products", "nope"][..]);
+    let column = prop::sample::select(&["id", "price", "name", "customer_id", "o.id", "x"][..]);
+    let inner =
+        (table.clone(), column.clone(), column.clone(), 0..4usize).prop_map(|(t, c, w, kind)| {
+            match kind {
+                0 => format!("SELECT MAX({c}) FROM {t}"),
+                1 => format!("SELECT {c} FROM {t} WHERE {w} > 1"),
+                2 => format!("SELECT {c} FROM {t} i WHERE i.{w} = o.{c}"),
+                _ => format!("SELECT {c} FROM {t} WHERE {w} IN (SELECT {c} FROM {t})"),
+            }
+        });
+    (table, column, inner, 0..5usize).prop_map(|(t, c, inner, kind)| match kind {
+        0 => format!("SELECT COUNT(*) FROM {t} o WHERE {c} > ({inner})"),
+        1 => format!("SELECT {c} FROM {t} o WHERE {c} IN ({inner})"),
+        2 => format!("SELECT {c} FROM {t} o WHERE NOT EXISTS ({inner})"),
+        3 => format!("SELECT {c}, ({inner}) FROM {t} o"),
+        _ => format!("SELECT {c} FROM {t} o GROUP BY {c} HAVING COUNT(*) < ({inner})"),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nested_queries_get_an_observation(query in nested_query(), seed in any::<u64>()) {
+        let mut env = SqlAgentEnv::new().unwrap();
+        env.reset(seed, &ResetOptions::split(Split::Train)).unwrap();
+        let obs = env.step(&Action::tool("run_sql", json!({"query": query}))).unwrap();
+        prop_assert!(!obs.content.is_empty());
+        prop_assert!(!env.done().is_done());
+    }
+}
