@@ -22,6 +22,7 @@ pub mod chat_agent;
 pub mod comparison;
 pub mod evaluation;
 pub mod labels;
+pub mod narrowing;
 pub mod progress;
 pub mod registry;
 pub mod replay;

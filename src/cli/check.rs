@@ -29,6 +29,12 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also play every task with the env's demonstrator (its known solution) and count the
+    /// actions the constrained decoder's grammar, as the episode narrows it, cannot write: a
+    /// task whose answer is outside it cannot be learned (envs with a task list and a
+    /// demonstrator: the bundled SQL and support envs, with any `--env-config`).
+    #[arg(long)]
+    narrowing: bool,
 }
 
 /// Runs the subcommand: exit 0 when the env keeps the contract, 1 on hard failures.
@@ -51,10 +57,29 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let mut env: BoxEnv = made.with_context(|| format!("loading {}", args.target))?;
     let report = check_env(&mut env);
+    let coverage = if args.narrowing {
+        let coverage = sandgym::narrowing::coverage(&target, backend)?;
+        if coverage.is_none() {
+            anyhow::bail!(
+                "{} has no demonstrator or no task list: --narrowing needs both",
+                args.target
+            );
+        }
+        coverage
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
+        let mut json = to_json(&report);
+        if let Some(c) = &coverage {
+            json["narrowing"] = serde_json::to_value(c)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{report}");
+        if let Some(c) = &coverage {
+            print!("{c}");
+        }
     }
     Ok(if report.is_ok() {
         ExitCode::SUCCESS
