@@ -550,6 +550,49 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
     );
     let rate = summary["success_rate"].as_f64().unwrap();
     assert!(lo <= rate && rate <= hi && hi - lo > 0.3, "{summary}");
+    // `check --narrowing`: which gold answers the constrained decoder could not write. The
+    // fixture's answers with `IS NULL`, `= FALSE`, `HAVING` and arithmetic in an aggregate fit;
+    // those with table aliases (`tracks t`), `LIKE` or a date the question only implies do
+    // not.
+    let check = sandgym(&[
+        "check",
+        "sql-agent-v0",
+        "--env-config",
+        config.to_str().unwrap(),
+        "--narrowing",
+        "--json",
+    ]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let narrowing = &report["narrowing"];
+    assert_eq!(narrowing["tasks"], 12, "{narrowing}");
+    assert_eq!(narrowing["actions"], 24, "{narrowing}");
+    let outside: std::collections::BTreeSet<&str> = narrowing["outside"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["task"].as_str().unwrap())
+        .collect();
+    for task in [
+        "music-unrated",
+        "music-unpaid_total",
+        "music-items_revenue",
+        "music-tracks_count",
+    ] {
+        assert!(!outside.contains(task), "{task}: {narrowing}");
+    }
+    for task in [
+        "music-genre_tracks",
+        "music-may_invoices",
+        "music-old_albums",
+    ] {
+        assert!(outside.contains(task), "{task}: {narrowing}");
+    }
+    assert_eq!(outside.len(), 6, "{narrowing}");
     // A config that names a missing file says which.
     std::fs::write(&config, r#"{"tasks_jsonl": "@nowhere.jsonl"}"#).unwrap();
     let bad = sandgym(&[

@@ -22,9 +22,11 @@ fn alternatives(words: &[String]) -> String {
 }
 
 /// The query pattern over `tables` and `columns`: one `SELECT` with optional `DISTINCT`, up to
-/// four items (columns, `*`, numbers, aggregates), `FROM` a table with up to two `JOIN … ON`,
-/// up to two `WHERE` conditions joined by `AND` (against a number, a quoted string or a
-/// scalar subquery), `GROUP BY`, `ORDER BY … ASC|DESC` and `LIMIT`. Every gold query of the
+/// four items (columns, `*`, numbers, aggregates of a column or of two columns' product,
+/// sum, difference or ratio), `FROM` a table with up to two `JOIN … ON`, up to two `WHERE`
+/// conditions joined by `AND` (against a number, a quoted string, `TRUE`/`FALSE` or a scalar
+/// subquery, or `IS [NOT] NULL`), `GROUP BY` one or two columns with an optional `HAVING` on
+/// an aggregate, `ORDER BY … ASC|DESC` and `LIMIT`. Every gold query of the
 /// bundled tasks and every query of the scripted baseline has this shape. The pattern is
 /// anchored (`^…$`): JSON-schema patterns otherwise match anywhere in the string.
 ///
@@ -42,7 +44,7 @@ pub type TableColumns = (String, Vec<String>);
 /// [`sql_pattern`] narrowed to one episode: a query over `tables` where a column without a
 /// table name belongs to the `FROM` table (a qualified `table.column` may name any table's own
 /// column, as joins need), every string literal is one of `strings` and every number one of
-/// `numbers` (with none, no numeric literal and no `LIMIT`). The env passes the question's
+/// `numbers` (with none, no numeric literal, no `HAVING` and no `LIMIT`). The env passes the question's
 /// spans that are values of its database ([`question_literals`], falling back to every span
 /// when none is) and the question's numbers ([`question_numbers`]): literals are copied, not
 /// spelled.
@@ -63,7 +65,8 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
         .collect::<Vec<_>>()
         .join("|");
     let qualified = format!("({qualified})");
-    let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c})\\)");
+    // An aggregate over a column or a product/difference of two (`SUM(price * quantity)`).
+    let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c}( [-+*/] {c})?)\\)");
     let subqueries = tables
         .iter()
         .map(|(table, cols)| {
@@ -82,10 +85,15 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
         .cloned()
         .collect();
     let value = if numbers.is_empty() {
-        format!("({string}|{subqueries})")
+        format!("({string}|TRUE|FALSE|{subqueries})")
     } else {
-        format!("({}|{string}|{subqueries})", alternatives(numbers))
+        format!(
+            "({}|{string}|TRUE|FALSE|{subqueries})",
+            alternatives(numbers)
+        )
     };
+    // `HAVING` compares an aggregate with one of the question's numbers.
+    let having_numbers = (!numbers.is_empty()).then(|| alternatives(numbers));
     let limit = if integers.is_empty() {
         String::new()
     } else {
@@ -97,9 +105,13 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
             let c = format!("({qualified}|{})", alternatives(cols));
             let agg = agg_of(&c);
             let item = format!("({agg}|{c}|\\*)");
-            let cond = format!("{c} (=|!=|<>|<|>|<=|>=) {value}");
+            let cond = format!("{c} ((=|!=|<>|<|>|<=|>=) {value}|IS (NOT )?NULL)");
+            let having = having_numbers
+                .as_ref()
+                .map(|n| format!("( HAVING {agg} (=|!=|<>|<|>|<=|>=) {n})?"))
+                .unwrap_or_default();
             format!(
-                "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {}( JOIN {t} ON {qualified} = {qualified}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}",
+                "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {}( JOIN {t} ON {qualified} = {qualified}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}",
                 escape(table)
             )
         })
@@ -151,12 +163,12 @@ pub fn question_literals(question: &str) -> Vec<String> {
 fn pattern(tables: &[String], columns: &[String], string: &str) -> String {
     let t = alternatives(tables);
     let c = format!("({t}\\.)?{}", alternatives(columns));
-    let agg = format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c})\\)");
+    let agg = format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c}( [-+*/] {c})?)\\)");
     let item = format!("({agg}|{c}|\\*|[0-9]{{1,6}})");
     let number = "-?[0-9]{1,9}(\\.[0-9]{1,6})?";
-    let value = format!("({number}|{string}|\\(SELECT {agg} FROM {t}\\))");
-    let cond = format!("{c} (=|!=|<>|<|>|<=|>=) {value}");
+    let value = format!("({number}|{string}|TRUE|FALSE|\\(SELECT {agg} FROM {t}\\))");
+    let cond = format!("{c} ((=|!=|<>|<|>|<=|>=) {value}|IS (NOT )?NULL)");
     format!(
-        "^SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {t}( JOIN {t} ON {c} = {c}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?( LIMIT [0-9]{{1,4}})?$"
+        "^SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {t}( JOIN {t} ON {c} = {c}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?( HAVING {agg} (=|!=|<>|<|>|<=|>=) {number})?)?( ORDER BY ({agg}|{c})( ASC| DESC)?)?( LIMIT [0-9]{{1,4}})?$"
     )
 }
