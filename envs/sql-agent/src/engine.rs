@@ -39,8 +39,8 @@ pub struct Outcome {
     pub summary: Option<String>,
 }
 
-/// The rows a query may read by default before it is refused as too expensive (see
-/// [`crate::metered`]): a two-join query over three 100,000-row tables by their keys reads
+/// The rows a query may read by default before it is refused as too expensive (the engine
+/// reads tables through a store that counts the rows it hands out): a two-join query over three 100,000-row tables by their keys reads
 /// 300,000; a join without a usable key over two 10,000-row tables, 100 million. Measured,
 /// a million rows read take about 0.35 s natively, well inside the sandbox's 2 s per call.
 pub const DEFAULT_MAX_ROWS_READ: u64 = 1_000_000;
