@@ -191,47 +191,9 @@ fn envs(budget: Duration) -> anyhow::Result<Map<String, Value>> {
     }
     out.insert(
         "sql-agent-v0 real-size SQLite dump".into(),
-        real_size_sql(budget)?,
+        sql_scale::sqlite_dump(budget)?,
     );
     Ok(out)
-}
-
-/// The SQL env over a user database of real size: the test fixture written by
-/// `scripts/make_music_db.py` (a SQLite dump, nine tables, ~7,400 rows). Making the env builds
-/// the database once; each episode starts on a copy of it.
-fn real_size_sql(budget: Duration) -> anyhow::Result<Value> {
-    let config = json!({
-        "tasks_jsonl": include_str!("../../../envs/sql-agent/tests/data/music_tasks.jsonl"),
-        "databases": {"music": include_str!("../../../envs/sql-agent/tests/data/music.sql")},
-    });
-    let config = config.as_object().expect("an object");
-    let join = Action::tool(
-        "run_sql",
-        json!({"query": "SELECT g.name, COUNT(*) FROM tracks t JOIN genres g ON t.genre_id = g.genre_id GROUP BY g.name"}),
-    );
-    let mut figures = Map::new();
-    for backend in [sandgym::Backend::Native, sandgym::Backend::Wasm] {
-        let started = Instant::now();
-        let mut env = sandgym::make_env("sql-agent-v0", backend, config)?;
-        let make = started.elapsed();
-        let mut seed = 0;
-        let reset = per_call(budget, || {
-            seed += 1;
-            env.reset(seed, &ResetOptions::default()).expect("reset");
-        });
-        let step = per_call(budget, || {
-            env.step(&join).expect("step");
-        });
-        let name = match backend {
-            sandgym::Backend::Native => "native",
-            sandgym::Backend::Wasm => "wasm",
-        };
-        figures.insert(
-            name.into(),
-            json!({"make_env_ms": (make.as_secs_f64() * 1e4).round() / 10.0, "reset_us": us(reset), "join_step_us": us(step)}),
-        );
-    }
-    Ok(Value::Object(figures))
 }
 
 /// Env steps per second of baseline episodes (reset included), for about `budget`.

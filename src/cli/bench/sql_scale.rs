@@ -1,9 +1,11 @@
-//! `bench envs`' SQL cases at real sizes: the generated database of
-//! [`sandgym_env_sql::synthetic_db`] at each `--rows`, natively and in WASM: making the env
-//! (building the database once), a fresh episode, and each join, grouping and nested query as
-//! a `run_sql` step — with which of them the row budget refused.
+//! `bench envs`' SQL cases at real sizes, natively and in WASM: the music fixture (a SQLite
+//! dump) and the generated database of [`sandgym_env_sql::synthetic_db`] at each `--rows`:
+//! making the env (building the database once), a fresh episode, and join, grouping and
+//! nested queries as `run_sql` steps — with which of them the row budget refused.
 
 use std::time::{Duration, Instant};
+
+use sandgym::env_api::BoxEnv;
 
 use sandgym::env_api::{Action, ResetOptions};
 use sandgym_env_sql::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, synthetic_db};
@@ -17,10 +19,8 @@ pub fn run(sizes: &[usize]) -> anyhow::Result<Map<String, Value>> {
         let config = json!({"tasks_jsonl": db.tasks_jsonl, "databases": {"synthetic": db.script}});
         let config = config.as_object().expect("an object");
         let mut figures = Map::new();
-        for backend in [sandgym::Backend::Native, sandgym::Backend::Wasm] {
-            let started = Instant::now();
-            let mut env = sandgym::make_env("sql-agent-v0", backend, config)?;
-            let make = started.elapsed();
+        for (side, backend) in BACKENDS {
+            let (mut env, make) = timed_env(backend, config)?;
             let mut seed = 0;
             let reset = median_of(5, || {
                 seed += 1;
@@ -46,10 +46,6 @@ pub fn run(sizes: &[usize]) -> anyhow::Result<Map<String, Value>> {
                 }
                 cases.insert(format!("{name}_ms"), ms(took));
             }
-            let side = match backend {
-                sandgym::Backend::Native => "native",
-                sandgym::Backend::Wasm => "wasm",
-            };
             let mut side_figures = Map::new();
             side_figures.insert("make_env_ms".into(), ms(make));
             side_figures.insert(
@@ -66,6 +62,55 @@ pub fn run(sizes: &[usize]) -> anyhow::Result<Map<String, Value>> {
         );
     }
     Ok(out)
+}
+
+/// The backends measured, by the name the figures give them.
+const BACKENDS: [(&str, sandgym::Backend); 2] = [
+    ("native", sandgym::Backend::Native),
+    ("wasm", sandgym::Backend::Wasm),
+];
+
+/// The SQL env made over `config` on `backend`, and how long making it took (building its
+/// databases and checking its gold queries).
+fn timed_env(
+    backend: sandgym::Backend,
+    config: &Map<String, Value>,
+) -> anyhow::Result<(BoxEnv, Duration)> {
+    let started = Instant::now();
+    let env = sandgym::make_env("sql-agent-v0", backend, config)?;
+    Ok((env, started.elapsed()))
+}
+
+/// The SQL env over a user database of real size: the test fixture written by
+/// `scripts/make_music_db.py` (a SQLite dump, nine tables, ~7,400 rows). Making the env builds
+/// the database once; episodes read it until they write.
+pub fn sqlite_dump(budget: Duration) -> anyhow::Result<Value> {
+    let config = json!({
+        "tasks_jsonl": include_str!("../../../envs/sql-agent/tests/data/music_tasks.jsonl"),
+        "databases": {"music": include_str!("../../../envs/sql-agent/tests/data/music.sql")},
+    });
+    let config = config.as_object().expect("an object");
+    let join = Action::tool(
+        "run_sql",
+        json!({"query": "SELECT g.name, COUNT(*) FROM tracks t JOIN genres g ON t.genre_id = g.genre_id GROUP BY g.name"}),
+    );
+    let mut figures = Map::new();
+    for (side, backend) in BACKENDS {
+        let (mut env, make) = timed_env(backend, config)?;
+        let mut seed = 0;
+        let reset = super::per_call(budget, || {
+            seed += 1;
+            env.reset(seed, &ResetOptions::default()).expect("reset");
+        });
+        let step = super::per_call(budget, || {
+            env.step(&join).expect("step");
+        });
+        figures.insert(
+            side.into(),
+            json!({"make_env_ms": (make.as_secs_f64() * 1e4).round() / 10.0, "reset_us": super::us(reset), "join_step_us": super::us(step)}),
+        );
+    }
+    Ok(Value::Object(figures))
 }
 
 /// The median time of `n` calls of `f` (one call first, off the clock).

@@ -192,6 +192,20 @@ fn bytes_that_are_not_a_component_are_a_load_error() {
     }
 }
 
+/// The SQL guest in a sandbox with the default limits (the tests' shared compile cache).
+fn sql_guest_under_default_limits() -> sandgym_sandbox::Guest {
+    let sandbox = sandgym_sandbox::Sandbox::new(sandgym_sandbox::SandboxConfig {
+        cache_dir: crate::test_config(sandgym_sandbox::CpuLimit::Fuel(1))
+            .cache_dir
+            .clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    sandbox
+        .load(sandgym_guest_artifacts::SQL_AGENT.wasm)
+        .unwrap()
+}
+
 /// A real-size user database (a SQLite dump: nine tables, ~7,400 rows, `REAL`, `NUMERIC(10,2)`,
 /// `VARCHAR(n)`, `AUTOINCREMENT`, `REFERENCES`, booleans as 0/1) loads and plays in the
 /// sandbox under the default limits, every task's gold answer succeeding as it does natively.
@@ -202,16 +216,7 @@ fn sql_agent_with_a_real_size_sqlite_database() {
     let tasks = std::fs::read_to_string(format!("{data}/music_tasks.jsonl")).unwrap();
     let dump = std::fs::read_to_string(format!("{data}/music.sql")).unwrap();
     let config = serde_json::json!({"tasks_jsonl": tasks, "databases": {"music": dump}});
-    let sandbox = sandgym_sandbox::Sandbox::new(sandgym_sandbox::SandboxConfig {
-        cache_dir: crate::test_config(sandgym_sandbox::CpuLimit::Fuel(1))
-            .cache_dir
-            .clone(),
-        ..Default::default()
-    })
-    .unwrap();
-    let guest = sandbox
-        .load(sandgym_guest_artifacts::SQL_AGENT.wasm)
-        .unwrap();
+    let guest = sql_guest_under_default_limits();
     let started = std::time::Instant::now();
     let mut wasm = guest.instantiate(config.as_object().unwrap()).unwrap();
     eprintln!("made in {:?}", started.elapsed());
@@ -248,16 +253,7 @@ fn sql_agent_on_100k_row_tables_under_default_limits() {
     let db = sandgym_env_sql::synthetic_db(100_000);
     let config =
         serde_json::json!({"tasks_jsonl": db.tasks_jsonl, "databases": {"synthetic": db.script}});
-    let sandbox = sandgym_sandbox::Sandbox::new(sandgym_sandbox::SandboxConfig {
-        cache_dir: crate::test_config(sandgym_sandbox::CpuLimit::Fuel(1))
-            .cache_dir
-            .clone(),
-        ..Default::default()
-    })
-    .unwrap();
-    let guest = sandbox
-        .load(sandgym_guest_artifacts::SQL_AGENT.wasm)
-        .unwrap();
+    let guest = sql_guest_under_default_limits();
     let mut wasm = guest.instantiate(config.as_object().unwrap()).unwrap();
     let mut native =
         sandgym_env_sql::SqlAgentEnv::from_config(config.as_object().unwrap()).unwrap();
