@@ -130,6 +130,10 @@ fn folded_subqueries_answer_as_sqlite_does() {
         "SELECT id, (SELECT MAX(w) FROM u) FROM t",
         "SELECT id FROM t WHERE id IN (SELECT t_id FROM u WHERE w IN (SELECT w FROM u WHERE w < 7))",
         "SELECT COUNT(*) FROM t WHERE v BETWEEN (SELECT MIN(w) FROM u) AND (SELECT MAX(v) FROM t WHERE g = 'b')",
+        // Correlated through the outer table's own name or alias: must not be folded.
+        "SELECT id FROM t WHERE v > (SELECT AVG(v) FROM t AS t2 WHERE t2.g = t.g)",
+        "SELECT id FROM t x WHERE v >= (SELECT MAX(v) FROM t WHERE g = x.g)",
+        "SELECT id FROM t WHERE id IN (SELECT t_id FROM u WHERE u.w > t.v / 10)",
     ];
     let queries: Vec<(String, String, bool)> = queries
         .iter()
