@@ -276,6 +276,64 @@ fn resume_after_an_interruption_replays_the_next_iteration_exactly() {
     }
 }
 
+/// Every algorithm's update moves the policy when its batch carries a learning signal: one
+/// iteration from the seeded policy, whose episodes' rewards differ, changes the logits. An
+/// update that never reaches the parameters (a learning rate or a gradient lost on the way,
+/// advantages that all come out zero) fails here.
+#[test]
+fn an_iteration_with_a_learning_signal_changes_the_policy() {
+    for algo in [
+        Algo::Grpo,
+        Algo::Rloo,
+        Algo::Dapo,
+        Algo::ReinforcePp,
+        Algo::Ppo,
+    ] {
+        // The pick-tool task of `grpo_learns_to_read_the_instruction`: the seeded policy is
+        // right about one time in ten, so a batch of 64 holds both outcomes.
+        let mut c = config(algo, 1);
+        c.rollout.max_turns = 1;
+        if algo == Algo::Ppo {
+            (c.rollout.tasks_per_iter, c.rollout.group_size) = (64, 1);
+        }
+        let out = tmp(&format!("moves-{}", algo.name()));
+        let tok = crate::pick_tokenizer();
+        let pc = crate::tiny(tok.vocab_size());
+        let envs = (0..c.episodes_per_iter())
+            .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
+            .collect();
+        let start = NewRun {
+            meta: json!({"env": "pick-tool"}),
+            config: c,
+            policy_config: pc.clone(),
+            model: crate::seeded(&pc, 11),
+            tokenizer: tok,
+            envs,
+            options: ResetOptions::default(),
+        };
+        let mut t = Trainer::<CpuTrain>::new(&out, start, sandgym_policy::select_device()).unwrap();
+        let before = weights(t.model());
+        let m = t.step().unwrap();
+        assert!(
+            m.reward_std > 0.0 && m.trained_episodes > 0 && m.grad_steps > 0,
+            "{}: no learning signal in the batch: {m:?}",
+            algo.name()
+        );
+        let after = weights(t.model());
+        let moved = before
+            .iter()
+            .zip(&after)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            moved > 1e-4,
+            "{}: the logits moved by at most {moved} after an update with a learning signal",
+            algo.name()
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
+
 #[test]
 fn a_fresh_run_refuses_a_directory_with_a_checkpoint_and_resume_rejects_garbage() {
     let out = tmp("refuse");
