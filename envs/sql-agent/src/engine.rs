@@ -7,7 +7,8 @@ use gluesql::prelude::{Glue, MemoryStorage, Value};
 
 use crate::metered::{Access, Metered};
 
-/// A database image: built once from SQL, cloned for every episode.
+/// A database image: built once from SQL, read by every episode (an episode copies it only
+/// when it writes).
 pub type Image = MemoryStorage;
 
 /// Builds an image by running `sql` (DDL and inserts; SQLite-style scripts and dumps are
@@ -40,9 +41,10 @@ pub struct Outcome {
 }
 
 /// The rows a query may read by default before it is refused as too expensive (the engine
-/// reads tables through a store that counts the rows it hands out): a two-join query over three 100,000-row tables by their keys reads
-/// 300,000; a join without a usable key over two 10,000-row tables, 100 million. Measured,
-/// a million rows read take about 0.35 s natively, well inside the sandbox's 2 s per call.
+/// reads tables through a store that counts the rows it hands out): a two-join query over
+/// three 100,000-row tables by their keys reads 300,000; a join without a usable key over two
+/// 10,000-row tables, 100 million. Measured, a million rows read take about 0.35 s natively,
+/// well inside the sandbox's 2 s per call.
 pub const DEFAULT_MAX_ROWS_READ: u64 = 1_000_000;
 
 /// Why a query gave no outcome.
