@@ -16,6 +16,7 @@
 //! ratio in PPO-style objectives compares like with like.
 #![deny(missing_docs)]
 
+mod attention;
 pub mod blas;
 mod cache;
 pub mod checkpoint;
@@ -33,6 +34,7 @@ mod sample;
 mod template;
 mod tokenizer;
 
+pub use attention::{attention_bias, causal_bias};
 pub use cache::{KvCache, LayerCache, SeqCache, constant_cache};
 pub use constraint::{
     ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_calling,

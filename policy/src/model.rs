@@ -538,16 +538,7 @@ impl<B: Backend> PolicyModel<B> {
         )
         .reshape([1, t]);
         let positions = Tensor::<B, 1, Int>::arange(0..t as i64, &device).reshape([1, t]);
-        let mask: Vec<f32> = (0..t * t)
-            .map(|k| {
-                if k % t <= k / t {
-                    0.0
-                } else {
-                    f32::NEG_INFINITY
-                }
-            })
-            .collect();
-        let bias = tensor::<B, 2>(mask, [t, t], &device).reshape([1, 1, t, t]);
+        let bias = crate::causal_bias::<B>(t, &device);
         let out = self.forward(tokens, positions, bias, None);
         let vocab = out.logits.dims()[2];
         out.logits.reshape([t, vocab])

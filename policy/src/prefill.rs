@@ -184,30 +184,6 @@ fn prune(nodes: Vec<Node>, leaf: &mut [Option<usize>]) -> Vec<Node> {
     kept
 }
 
-/// The attention bias for `queries` new slots (the last ones) over every slot of `valid`:
-/// 0 where a query may attend (a valid earlier slot, or itself), `-inf` elsewhere,
-/// `[rows, 1, queries, slots]`.
-pub(crate) fn bias<B: Backend>(
-    valid: &[Vec<bool>],
-    queries: usize,
-    device: &B::Device,
-) -> Tensor<B, 4> {
-    let b = valid.len();
-    let keys = valid[0].len();
-    let mut data = vec![f32::NEG_INFINITY; b * queries * keys];
-    for (r, row) in valid.iter().enumerate() {
-        for q in 0..queries {
-            let qi = keys - queries + q;
-            for k in 0..=qi {
-                if row[k] || k == qi {
-                    data[(r * queries + q) * keys + k] = 0.0;
-                }
-            }
-        }
-    }
-    Tensor::from_data(TensorData::new(data, [b, 1, queries, keys]), device)
-}
-
 /// An integer tensor of `shape` from row-major values.
 pub(crate) fn ints<B: Backend>(
     values: Vec<i64>,
@@ -296,7 +272,7 @@ fn append_piece<B: Backend>(
     model.forward_last(
         ints(tokens, [rows, width], device),
         ints(positions, [rows, width], device),
-        bias(valid, width, device),
+        crate::attention_bias(valid, width, device),
         Some(cache),
     )
 }

@@ -6,7 +6,7 @@ use sandgym_env_api::SplitMix64;
 
 use crate::cache::SeqCache;
 use crate::model::PolicyModel;
-use crate::prefill::{PREFILL_SCORES, bias, ints, prefill, prefill_continuing};
+use crate::prefill::{PREFILL_SCORES, ints, prefill, prefill_continuing};
 use crate::{Result, ToolCallMatcher};
 
 /// Sampling settings.
@@ -420,7 +420,7 @@ fn generate_from<B: Backend>(
         let out = model.forward(
             ints(tokens, [n, 1], device),
             ints(positions, [n, 1], device),
-            bias(&valid, 1, device),
+            crate::attention_bias(&valid, 1, device),
             Some(&mut cache),
         );
         last = rows(out.logits.reshape([n, vocab]));
@@ -496,7 +496,7 @@ pub fn sequence_logprobs<B: Backend>(
     let out = model.forward(
         ints(all, [1, n], device),
         ints((0..n as i64).collect(), [1, n], device),
-        bias(&valid, n, device),
+        crate::attention_bias(&valid, n, device),
         None,
     );
     let vocab = out.logits.dims()[2];

@@ -303,36 +303,20 @@ pub fn tensors_after<B: Backend>(
     let positions: Vec<i64> = (0..b)
         .flat_map(|r| (0..t as i64).map(move |j| j + offsets[r] as i64))
         .collect();
-    let bias = match context {
-        None => {
-            let mut bias = vec![f32::NEG_INFINITY; t * t];
-            for q in 0..t {
-                for k in 0..=q {
-                    bias[q * t + k] = 0.0;
-                }
-            }
-            Tensor::<B, 4>::from_data(TensorData::new(bias, [1, 1, t, t]), device).repeat_dim(0, b)
-        }
-        Some(valid) => {
-            let slots = valid.first().map_or(0, Vec::len);
-            let keys = slots + t;
-            let mut bias = vec![f32::NEG_INFINITY; b * t * keys];
-            for (r, row) in valid.iter().enumerate() {
-                for q in 0..t {
-                    let at = (r * t + q) * keys;
-                    for (k, &ok) in row.iter().enumerate() {
-                        if ok {
-                            bias[at + k] = 0.0;
-                        }
-                    }
-                    for k in 0..=q {
-                        bias[at + slots + k] = 0.0;
-                    }
-                }
-            }
-            Tensor::<B, 4>::from_data(TensorData::new(bias, [b, 1, t, keys]), device)
-        }
+    // Each row's context slots (when it continues a cached context), then its own t tokens.
+    let visible: Vec<Vec<bool>> = match context {
+        None => vec![vec![true; t]; b],
+        Some(valid) => valid
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(true, t))
+                    .collect()
+            })
+            .collect(),
     };
+    let bias = sandgym_policy::attention_bias::<B>(&visible, t, device);
     let mut rows = Vec::new();
     let mut row_targets = Vec::new();
     let mut row_bias = Vec::new();

@@ -453,7 +453,8 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
             Tensor::<B::InnerBackend, 1, Int>::arange(0..prompt_len as i64, device)
                 .reshape([1, prompt_len])
                 .repeat_dim(0, batch),
-            causal::<B::InnerBackend>(prompt_len, device).repeat_dim(0, batch),
+            sandgym::policy::causal_bias::<B::InnerBackend>(prompt_len, device)
+                .repeat_dim(0, batch),
             None,
         );
         <B::InnerBackend as burn::tensor::backend::Backend>::sync(device)?;
@@ -482,7 +483,7 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         let fwd = train.forward(
             tokens.clone(),
             positions.clone(),
-            causal::<B>(t, device).repeat_dim(0, b),
+            sandgym::policy::causal_bias::<B>(t, device).repeat_dim(0, b),
             None,
         );
         let loss = masked_mean(
@@ -545,20 +546,6 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
 
 /// Forward+backward passes timed after the first (here and in the PyTorch reference).
 const FWD_BWD_WARM_PASSES: usize = 2;
-
-/// A causal attention bias, `[1, 1, t, t]`.
-fn causal<B: burn::tensor::backend::Backend>(
-    t: usize,
-    device: &B::Device,
-) -> burn::tensor::Tensor<B, 4> {
-    let mut bias = vec![f32::NEG_INFINITY; t * t];
-    for q in 0..t {
-        for k in 0..=q {
-            bias[q * t + k] = 0.0;
-        }
-    }
-    burn::tensor::Tensor::from_data(burn::tensor::TensorData::new(bias, [1, 1, t, t]), device)
-}
 
 /// Runs `benches/pytorch/policy_bench.py` with `python` on the GGUF file of `model`.
 fn pytorch_reference(

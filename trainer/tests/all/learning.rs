@@ -51,6 +51,26 @@ fn trainer(
     Trainer::new(out, start, device).unwrap()
 }
 
+/// A trainer of the seeded tiny policy on the pick-tool task (each episode's instruction
+/// names the tool to call), writing to `out`.
+fn pick_tool_trainer(out: &std::path::Path, c: TrainConfig) -> Trainer<CpuTrain> {
+    let tok = crate::pick_tokenizer();
+    let pc = crate::tiny(tok.vocab_size());
+    let envs = (0..c.episodes_per_iter())
+        .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
+        .collect();
+    let start = NewRun {
+        meta: json!({"env": "pick-tool"}),
+        config: c,
+        policy_config: pc.clone(),
+        model: crate::seeded(&pc, 11),
+        tokenizer: tok,
+        envs,
+        options: ResetOptions::default(),
+    };
+    Trainer::<CpuTrain>::new(out, start, sandgym_policy::select_device()).unwrap()
+}
+
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("sandgym-trainer-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -69,24 +89,9 @@ fn grpo_learns_to_read_the_instruction() {
     // the backend's global random source unseeded, runs started from other weights and some
     // plateaued near 0.3-0.5.)
     let out = tmp("learn");
-    let tok = crate::pick_tokenizer();
-    let device = sandgym_policy::select_device();
-    let pc = crate::tiny(tok.vocab_size());
     let mut c = config(Algo::Grpo, 24);
     c.rollout.max_turns = 1;
-    let envs = (0..c.episodes_per_iter())
-        .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
-        .collect();
-    let start = NewRun {
-        meta: json!({"env": "pick-tool"}),
-        config: c,
-        policy_config: pc.clone(),
-        model: crate::seeded(&pc, 11),
-        tokenizer: tok,
-        envs,
-        options: ResetOptions::default(),
-    };
-    let mut t = Trainer::<CpuTrain>::new(&out, start, device).unwrap();
+    let mut t = pick_tool_trainer(&out, c);
     let mut ms = Vec::new();
     t.run(|m| ms.push(m.clone())).unwrap();
     // Every sampled turn reached the update exactly as sampled (checked against the
@@ -297,21 +302,7 @@ fn an_iteration_with_a_learning_signal_changes_the_policy() {
             (c.rollout.tasks_per_iter, c.rollout.group_size) = (64, 1);
         }
         let out = tmp(&format!("moves-{}", algo.name()));
-        let tok = crate::pick_tokenizer();
-        let pc = crate::tiny(tok.vocab_size());
-        let envs = (0..c.episodes_per_iter())
-            .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
-            .collect();
-        let start = NewRun {
-            meta: json!({"env": "pick-tool"}),
-            config: c,
-            policy_config: pc.clone(),
-            model: crate::seeded(&pc, 11),
-            tokenizer: tok,
-            envs,
-            options: ResetOptions::default(),
-        };
-        let mut t = Trainer::<CpuTrain>::new(&out, start, sandgym_policy::select_device()).unwrap();
+        let mut t = pick_tool_trainer(&out, c);
         let before = weights(t.model());
         let m = t.step().unwrap();
         assert!(
