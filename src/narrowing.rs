@@ -1,7 +1,8 @@
 //! Whether an env's narrowing lets the constrained decoder write the right answers.
 //!
-//! An env narrows what the policy may write, per episode ([`Narrowing`]: the SQL env's query
-//! shape over its own tables, the question's literals and numbers). A narrowing that forbids
+//! An env narrows what the policy may write, per episode
+//! ([`Narrowing`](crate::env_api::Narrowing): the SQL env's query shape over its own tables,
+//! the question's literals and numbers). A narrowing that forbids
 //! a task's right answer makes that task unlearnable: the decoder can never sample it, and
 //! SFT learns it only outside the constraint. [`coverage`] plays every task of both splits
 //! with the env's demonstrator (each task's known solution) and checks each of its actions
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::agents::Demonstration;
-use crate::env_api::{Env, Narrowing, ResetOptions, Split};
+use crate::env_api::{Env, ResetOptions, Split};
 use crate::policy::{ActionLimits, Template, ToolCallGrammar};
 use crate::{Backend, EnvTarget};
 
@@ -100,21 +101,9 @@ pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<C
                 .get("task")
                 .and_then(|t| t.as_str())
                 .map_or_else(|| format!("{split:?}#{seed}"), str::to_owned);
-            let grammar = match Narrowing::from_info(&obs.info)? {
-                None => default.clone(),
-                Some(narrowing) => {
-                    let key = serde_json::Value::Object(narrowing.to_info()).to_string();
-                    match grammars.get(&key) {
-                        Some(g) => g.clone(),
-                        None => {
-                            let g =
-                                Arc::new(default.for_spec_like(&narrowing.apply(&spec)?, limits)?);
-                            grammars.insert(key, g.clone());
-                            g
-                        }
-                    }
-                }
-            };
+            let grammar =
+                sandgym_trainer::episode_grammar(&mut grammars, &default, &spec, limits, &obs.info)
+                    .map_err(|e| anyhow::anyhow!("task {task}: {e}"))?;
             out.tasks += 1;
             for _ in 0..spec.max_episode_steps.unwrap_or(16) {
                 if env.done().is_done() {

@@ -45,7 +45,9 @@ pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
 pub use journal::{Captured, SampleJournal};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
-pub use rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, render_trajectory};
+pub use rollout::{
+    Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, episode_grammar, render_trajectory,
+};
 pub use run::{
     NewRun, RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings,
     write_plots,

@@ -55,7 +55,7 @@ pub struct RolloutStats {
 /// The grammar of an episode whose reset observation carries `info`: `default`, or the spec
 /// as the episode narrows it ([`Narrowing`]: its own response schema, its tools' parameter
 /// schemas), compiled once per distinct narrowing.
-pub(crate) fn episode_grammar(
+pub fn episode_grammar(
     cache: &mut HashMap<String, Arc<ToolCallGrammar>>,
     default: &Arc<ToolCallGrammar>,
     spec: &EnvSpec,

@@ -273,12 +273,13 @@ impl SqlAgentEnv {
                 let query = call.parameters["query"].as_str().unwrap_or_default();
                 self.episode.queries += 1;
                 let mut step = 0.0;
-                if engine::is_destructive(query) && !self.episode.wrote {
+                let writes = engine::is_destructive(query);
+                if writes && !self.episode.wrote {
                     self.episode.wrote = true;
                     step += reward.destructive;
                 }
                 let budget = self.config.rows_budget();
-                let result = if engine::is_destructive(query) {
+                let result = if writes {
                     let pristine = &self.shared.images[&self.task().database];
                     let own = self.own.get_or_insert_with(|| pristine.clone());
                     engine::run(own, query, budget)
