@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::env_api::Split;
 use crate::policy::pretrained;
 use crate::trainer::{
-    EpisodeKind, EvalReport, RolloutEngine, RolloutSettings, eval_plan, evaluate,
+    EpisodeKind, EvalReport, Paired, RolloutEngine, RolloutSettings, eval_plan, evaluate,
 };
 use crate::training::{baseline_episodes, baseline_report, env_batch};
 use crate::{Backend, EnvTarget};
@@ -72,6 +72,63 @@ pub fn compare<B: BurnBackend>(
     })
 }
 
+/// Two policies and the baseline on the same episodes, with the paired test of B against A.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairedComparison {
+    /// Where policy A came from.
+    pub a_dir: std::path::PathBuf,
+    /// Where policy B came from.
+    pub b_dir: std::path::PathBuf,
+    /// Policy A (greedy).
+    pub a: EvalReport,
+    /// Policy B (greedy).
+    pub b: EvalReport,
+    /// The scripted baseline (`None` for an env without one).
+    pub baseline: Option<EvalReport>,
+    /// B against A, episode by episode.
+    pub paired: Paired,
+}
+
+/// Evaluates the policies in `dirs` (A, B) as [`compare`] does, on the same episodes, and
+/// pairs their outcomes.
+pub fn compare_pair<B: BurnBackend>(
+    dirs: [&Path; 2],
+    env: &EnvTarget,
+    split: Split,
+    episodes: Option<usize>,
+    settings: &RolloutSettings,
+    wasm: bool,
+    device: &B::Device,
+) -> anyhow::Result<PairedComparison> {
+    let a = compare::<B>(dirs[0], env, split, episodes, settings, wasm, device)?;
+    let b = compare::<B>(dirs[1], env, split, episodes, settings, wasm, device)?;
+    let paired = Paired::of(&a.policy.outcomes, &b.policy.outcomes)?;
+    Ok(PairedComparison {
+        a_dir: dirs[0].to_path_buf(),
+        b_dir: dirs[1].to_path_buf(),
+        a: a.policy,
+        b: b.policy,
+        baseline: b.baseline,
+        paired,
+    })
+}
+
+/// Prints a paired comparison: both rows, the baseline's, and the paired line.
+pub fn print_pair(c: &PairedComparison, env: &str, split: Split) {
+    println!(
+        "{env}, {split:?} split, {} episodes (the same for every row)",
+        c.a.episodes
+    );
+    println!("A: {}\nB: {}", c.a_dir.display(), c.b_dir.display());
+    let rows = [
+        ("A", Some(&c.a)),
+        ("B", Some(&c.b)),
+        ("baseline", c.baseline.as_ref()),
+    ];
+    println!("{}", report_table(&rows));
+    println!("{}", paired_line("B", "A", &c.paired));
+}
+
 /// A run's closing table: the trained policy and, for a run that started from a pretrained
 /// model, that model zero-shot and after its SFT warm-start, each on the same episodes as the
 /// scripted baseline.
@@ -87,6 +144,10 @@ pub struct Stages {
     pub policy: EvalReport,
     /// The scripted baseline (`None` for an env without one).
     pub baseline: Option<EvalReport>,
+    /// The trained policy (B) against its SFT warm-start (A), episode by episode: what the
+    /// RL iterations added, with McNemar's exact test (when the SFT row was played).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rl_over_sft: Option<Paired>,
 }
 
 impl Stages {
@@ -141,12 +202,17 @@ pub fn closing<B: BurnBackend>(
     } else {
         None
     };
+    let rl_over_sft = match &sft {
+        Some(sft) => Some(Paired::of(&sft.outcomes, &trained.policy.outcomes)?),
+        None => None,
+    };
     Ok(Stages {
         split,
         zero_shot,
         sft,
         policy: trained.policy,
         baseline: trained.baseline,
+        rl_over_sft,
     })
 }
 
@@ -166,6 +232,29 @@ pub fn print_stages(s: &Stages, env: &str) {
     if let Some(ratio) = s.ratio_to_baseline() {
         println!("trained / baseline success: {ratio:.2}x");
     }
+    if let Some(p) = &s.rl_over_sft {
+        println!("{}", paired_line("trained", "sft", p));
+    }
+}
+
+/// One line saying what B adds over A on the same episodes, with the paired test.
+pub fn paired_line(b: &str, a: &str, p: &Paired) -> String {
+    let (lo, hi) = p.difference_ci95;
+    format!(
+        "{b} - {a}: {:+.3} [{lo:+.3}, {hi:+.3}] paired; {} episodes only {b} solved, {} only {a}, of {}; McNemar exact p = {:.3}{}",
+        p.difference,
+        p.only_b,
+        p.only_a,
+        p.episodes,
+        p.p_value,
+        if p.b_better() {
+            format!(" ({b} better at the 5% level)")
+        } else if p.p_value < 0.05 {
+            format!(" ({a} better at the 5% level)")
+        } else {
+            " (no significant difference)".to_string()
+        }
+    )
 }
 
 /// The rows that are there, one evaluation each.

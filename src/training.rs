@@ -421,6 +421,8 @@ pub fn env_batch(target: &EnvTarget, backend: Backend, n: usize) -> env_api::Res
 /// One episode of the scripted baseline: its trajectory and whether it succeeded.
 #[derive(Clone, Debug)]
 pub struct BaselineEpisode {
+    /// The seed it was reset with.
+    pub seed: u64,
     /// The recorded Agent Template steps.
     pub trajectory: Trajectory,
     /// Whether it succeeded ([`env_api::episode_success`]).
@@ -486,6 +488,7 @@ pub fn play_episodes(
         let success = error.is_none()
             && env_api::episode_success(&obs.info, env.done(), trajectory.total_reward());
         out.push(BaselineEpisode {
+            seed,
             trajectory,
             success,
             reset_info,
@@ -595,6 +598,19 @@ pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
             .sum::<usize>() as f64
             / n,
         env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
+        outcomes: episodes
+            .iter()
+            .map(|e| sandgym_trainer::Outcome {
+                seed: e.seed,
+                task: e
+                    .reset_info
+                    .get("task")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned),
+                success: e.success,
+                reward: e.trajectory.total_reward(),
+            })
+            .collect(),
         ..EvalReport::default()
     }
 }

@@ -269,6 +269,105 @@ fn tmp(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// A run with an SFT warm-start closes with the SFT row and the paired test of what RL added,
+/// and `eval --compare` pairs any two checkpoints on the same episodes.
+#[test]
+fn the_closing_table_and_eval_compare_pair_rl_with_its_sft_start() {
+    let out = tmp("paired");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2, "max_turns": 3}, "sft": {"episodes": 8, "epochs": 1}}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "train",
+        "--env",
+        "guess-number-v0",
+        "--model",
+        "tiny",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval-episodes",
+        "5",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("trained - sft: "), "{stdout}");
+    let closing: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("closing_eval.json")).unwrap())
+            .unwrap();
+    let paired = &closing["rl_over_sft"];
+    assert_eq!(paired["episodes"], 5, "{closing}");
+    let cells: u64 = ["both", "only_a", "only_b", "neither"]
+        .iter()
+        .map(|k| paired[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(cells, 5);
+    let rate = |row: &str| closing[row]["success_rate"].as_f64().unwrap();
+    let difference = paired["difference"].as_f64().unwrap();
+    assert!(
+        (difference - (rate("policy") - rate("sft"))).abs() < 1e-9,
+        "{closing}"
+    );
+    assert_eq!(closing["policy"]["outcomes"].as_array().unwrap().len(), 5);
+
+    let dirs = [out.join("sft"), out.clone()];
+    let compare = sandgym(&[
+        "eval",
+        "--compare",
+        dirs[0].to_str().unwrap(),
+        dirs[1].to_str().unwrap(),
+        "--episodes",
+        "6",
+        "--json",
+    ]);
+    assert!(
+        compare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compare.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
+    for who in ["a", "b", "baseline"] {
+        assert_eq!(report[who]["episodes"], 6, "{report}");
+    }
+    let p = report["paired"]["p_value"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&p), "{report}");
+    let seeds = |who: &str| -> Vec<u64> {
+        report[who]["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["seed"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seeds("a"), seeds("b"));
+
+    // A checkpoint that is not there is a clear error, not a panic.
+    let missing = out.join("nothing-here");
+    let bad = sandgym(&[
+        "eval",
+        "--compare",
+        dirs[0].to_str().unwrap(),
+        missing.to_str().unwrap(),
+        "--env",
+        "guess-number-v0",
+    ]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing-here"), "{stderr}");
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
 #[test]
 fn train_then_eval_then_resume_from_the_command_line() {
     // A small run on guess-number in the sandbox: two iterations of 4 x 2 rollouts.

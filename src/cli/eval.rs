@@ -17,8 +17,15 @@ use sandgym::training::preset;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run directory (its last checkpoint) or a policy checkpoint directory.
-    #[arg(long, required_unless_present = "model", conflicts_with = "model")]
+    #[arg(long, required_unless_present_any = ["model", "compare"], conflicts_with = "model")]
     checkpoint: Option<PathBuf>,
+    /// Two checkpoints (run or policy directories), A then B, played on the same episodes:
+    /// both rows, the baseline's, and B's gain over A episode by episode with McNemar's exact
+    /// test (e.g. `--compare RUN/sft RUN` for what RL added to its SFT start). The env and
+    /// the rollout shape are those of the first of the two that is a run directory, unless
+    /// `--env` is given.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["checkpoint", "model", "trajectories"])]
+    compare: Option<Vec<PathBuf>>,
     /// A pretrained model, zero-shot: a known name (`sandgym model list`; fetched on first
     /// use), a `.gguf` file or a Hugging Face directory.
     #[arg(long)]
@@ -26,7 +33,7 @@ pub struct Args {
     /// The env to evaluate on: a registered id (`sql-agent-v0`) or the path of a guest
     /// component (`.wasm`). Default: the env (and its configuration) a run directory was
     /// trained on.
-    #[arg(long, required_unless_present = "checkpoint")]
+    #[arg(long, required_unless_present_any = ["checkpoint", "compare"])]
     env: Option<String>,
     /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
@@ -60,8 +67,16 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let split = args.split;
+    // With `--compare`, the first of the two that is a run directory (e.g. `RUN/sft RUN`).
+    let checkpoint = match &args.compare {
+        Some(pair) => pair
+            .iter()
+            .find(|dir| sandgym::RunMeta::read(dir).is_ok())
+            .or(pair.first()),
+        None => args.checkpoint.as_ref(),
+    };
     // The rollout shape the policy was trained with, when the checkpoint is a run directory.
-    let run = args.checkpoint.as_deref().map(sandgym::RunMeta::read);
+    let run = checkpoint.map(|dir| sandgym::RunMeta::read(dir));
     let target = match (&args.env, &run) {
         (Some(env), _) => EnvTarget::parse(env, args.env_config.as_deref())?
             .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?,
@@ -71,7 +86,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Otherwise the env's preset for the kind of model: pretrained when `--model` names one or
     // the checkpoint records the base model it was tuned from.
-    let pretrained = match (&args.checkpoint, &args.model) {
+    let pretrained = match (checkpoint, &args.model) {
         (_, Some(model)) => model != "tiny",
         (Some(dir), None) => checkpoint::read_config(&policy_dir(dir))
             .map(|c| c.base.is_some())
@@ -82,6 +97,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(Ok(run)) => rollout_settings(&run.train),
         _ => rollout_settings(&preset(&target.id()?, Algo::Grpo, pretrained)),
     };
+    if let Some(pair) = &args.compare {
+        return compare_two(args, pair, &target, &settings);
+    }
     let spec = match (&args.checkpoint, &args.model) {
         (Some(dir), _) => policy_dir(dir).display().to_string(),
         (None, Some(model)) => model.clone(),
@@ -130,6 +148,55 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report, &target.label(), split);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--compare A B`: both checkpoints on the same episodes, and the paired test.
+fn compare_two(
+    args: &Args,
+    pair: &[PathBuf],
+    target: &EnvTarget,
+    settings: &sandgym::trainer::RolloutSettings,
+) -> anyhow::Result<ExitCode> {
+    let [a, b] = pair else {
+        anyhow::bail!("--compare takes two checkpoints");
+    };
+    /// Both evaluations, on whichever backend `--device` selects.
+    struct Pair<'a> {
+        dirs: [PathBuf; 2],
+        target: &'a EnvTarget,
+        split: Split,
+        episodes: Option<usize>,
+        settings: &'a sandgym::trainer::RolloutSettings,
+        wasm: bool,
+    }
+    impl OnDevice for Pair<'_> {
+        type Output = anyhow::Result<sandgym::evaluation::PairedComparison>;
+        fn run<B: burn::tensor::backend::AutodiffBackend>(self, device: B::Device) -> Self::Output {
+            sandgym::evaluation::compare_pair::<B::InnerBackend>(
+                [&self.dirs[0], &self.dirs[1]],
+                self.target,
+                self.split,
+                self.episodes,
+                self.settings,
+                self.wasm,
+                &device,
+            )
+        }
+    }
+    let report = args.device.dispatch(Pair {
+        dirs: [policy_dir(a), policy_dir(b)],
+        target,
+        split: args.split,
+        episodes: args.episodes,
+        settings,
+        wasm: !args.native,
+    })??;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        sandgym::evaluation::print_pair(&report, &target.label(), args.split);
     }
     Ok(ExitCode::SUCCESS)
 }

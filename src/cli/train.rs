@@ -78,12 +78,10 @@ pub struct Args {
     #[arg(long)]
     eval_episodes: Option<usize>,
     /// The closing evaluation plays the trained policy (and the baseline) only; by default a
-    /// run from a pretrained model also plays that model zero-shot.
+    /// run from a pretrained model also plays that model zero-shot, and a run with an SFT
+    /// warm-start plays that too, with the paired test of the trained policy against it.
     #[arg(long)]
     trained_only: bool,
-    /// The closing evaluation also plays the SFT warm-start.
-    #[arg(long, conflicts_with = "trained_only")]
-    eval_sft: bool,
     /// Where episodes come from: `env` (the env's rollout engine) or `proxy` (the env's
     /// harness run against the policy server through the recording proxy; its traces are
     /// the training data). The proxy source runs the policy on the CPU. A resumed run keeps
@@ -211,8 +209,16 @@ fn progress(bar: &Progress, m: &IterMetrics) {
     bar.set(
         u64::from(m.iter),
         &format!(
-            "reward {:.3} success {:.2} entropy {:.3} kl {:.4} {:.1}+{:.1} s",
-            m.reward_mean, m.success_rate, m.entropy, m.ppo_kl, m.rollout_s, m.update_s
+            "reward {:.3} success {:.2} entropy {:.3} kl {:.4} groups {}/{} flat |dw| {:.2e} {:.1}+{:.1} s",
+            m.reward_mean,
+            m.success_rate,
+            m.entropy,
+            m.ppo_kl,
+            m.zero_variance_groups,
+            m.groups,
+            m.update_norm,
+            m.rollout_s,
+            m.update_s
         ),
     );
 }
@@ -283,7 +289,7 @@ fn finish<B: AutodiffBackend>(
             args.eval_episodes,
             sandgym::evaluation::ClosingRows {
                 zero_shot: !args.trained_only,
-                sft: args.eval_sft,
+                sft: !args.trained_only,
             },
             &Default::default(),
         )?;

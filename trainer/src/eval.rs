@@ -31,6 +31,10 @@ pub struct EvalReport {
     /// Of those, episodes whose very first prompt did not fit (they played no turn).
     #[serde(default)]
     pub prompt_too_long: usize,
+    /// Each episode's outcome, in the order played, to pair with another evaluation on the
+    /// same episodes ([`Paired`](crate::Paired)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<crate::Outcome>,
 }
 
 impl EvalReport {
@@ -50,6 +54,15 @@ impl EvalReport {
                 .iter()
                 .filter(|e| e.out_of_context && e.turns.is_empty())
                 .count(),
+            outcomes: episodes
+                .iter()
+                .map(|e| crate::Outcome {
+                    seed: e.seed,
+                    task: e.task.clone(),
+                    success: e.success,
+                    reward: e.total_reward(),
+                })
+                .collect(),
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct StepStats {
     pub ppo_kl: f64,
     /// Trainable tokens in the step.
     pub tokens: usize,
+    /// The gradient's global L2 norm before clipping.
+    #[serde(default)]
+    pub grad_norm: f64,
 }
 
 /// How a learner runs its forward and backward passes.
@@ -315,7 +318,7 @@ impl<B: AutodiffBackend> Learner<B> {
             stats.loss += scalar(loss.clone());
             self.accumulate(&mut acc, loss);
         }
-        self.step(acc, config.optimiser.lr);
+        stats.grad_norm = self.step(acc, config.optimiser.lr);
         stats
     }
 
@@ -345,8 +348,12 @@ impl<B: AutodiffBackend> Learner<B> {
         acc.accumulate(&self.model, grads);
     }
 
-    fn step(&mut self, mut acc: GradientsAccumulator<PolicyModel<B>>, lr: f64) {
-        self.model = self.optim.step(lr, self.model.clone(), acc.grads());
+    /// One optimiser step with the accumulated gradients; returns their global norm.
+    fn step(&mut self, mut acc: GradientsAccumulator<PolicyModel<B>>, lr: f64) -> f64 {
+        let grads = acc.grads();
+        let norm = crate::norms::grad_norm(&self.model, &grads);
+        self.model = self.optim.step(lr, self.model.clone(), grads);
+        norm
     }
 }
 

@@ -26,7 +26,9 @@ mod eval;
 mod journal;
 mod learner;
 pub mod metrics;
+mod norms;
 pub mod objective;
+mod paired;
 pub mod plot;
 mod rollout;
 mod run;
@@ -45,6 +47,7 @@ pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
 pub use journal::{Captured, SampleJournal};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
+pub use paired::{Outcome, PairError, Paired, mcnemar_exact};
 pub use rollout::{
     Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, episode_grammar, render_trajectory,
 };

@@ -51,6 +51,27 @@ pub struct IterMetrics {
     pub vf_loss: f64,
     /// Optimiser steps.
     pub grad_steps: usize,
+    /// Groups (tasks) trained on: episodes of one task and seed in this iteration.
+    #[serde(default)]
+    pub groups: usize,
+    /// Of them, groups whose episodes all got the same reward: with a group baseline (GRPO,
+    /// RLOO, DAPO) their advantages are all zero and they teach nothing.
+    #[serde(default)]
+    pub zero_variance_groups: usize,
+    /// Of them, groups every episode of which succeeded (a task the policy already solves).
+    #[serde(default)]
+    pub solved_groups: usize,
+    /// Mean over the iteration's optimiser steps of the gradient's global L2 norm (trainable
+    /// parameters, before clipping).
+    #[serde(default)]
+    pub grad_norm: f64,
+    /// L2 norm of the change of the trainable weights over the iteration.
+    #[serde(default)]
+    pub update_norm: f64,
+    /// L2 norm of the trainable weights before the iteration (`update_norm` over it is the
+    /// relative size of the update).
+    #[serde(default)]
+    pub weight_norm: f64,
     /// Generated tokens per second of generation.
     pub tokens_per_s: f64,
     /// Env steps per second of env time.

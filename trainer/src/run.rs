@@ -431,6 +431,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         assign_advantages(&kept, &mut samples, &c);
         let mut totals = StepStats::default();
         let mut steps = 0;
+        let before = crate::norms::Trainable::of(&self.learner.model);
         let mut rng = SplitMix64::new(mix(&[c.schedule.seed, u64::from(iter), 0x0DE7]));
         for _ in 0..c.optimiser.epochs {
             let mut order: Vec<usize> = (0..samples.len()).collect();
@@ -449,6 +450,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 totals.clip_frac += s.clip_frac * w;
                 totals.ppo_kl += s.ppo_kl * w;
                 totals.tokens += s.tokens;
+                totals.grad_norm += s.grad_norm;
                 steps += 1;
             }
         }
@@ -465,6 +467,9 @@ impl<B: AutodiffBackend> Trainer<B> {
             pg_loss: totals.pg_loss / w,
             vf_loss: totals.vf_loss / w,
             grad_steps: steps,
+            grad_norm: totals.grad_norm / steps.max(1) as f64,
+            update_norm: before.distance(&crate::norms::Trainable::of(&self.learner.model)),
+            weight_norm: before.norm(),
             tokens_per_s: stats.generated_tokens as f64
                 / stats.generate_time.as_secs_f64().max(1e-9),
             env_steps_per_s: stats.env_steps as f64 / stats.env_time.as_secs_f64().max(1e-9),
@@ -473,6 +478,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             ..IterMetrics::default()
         };
         episode_figures(&mut m, &played);
+        group_figures(&mut m, &kept);
         let captured = stats.journal.captured(&kept);
         m.calls_sampled = stats.journal.len();
         m.calls_trained_exactly = captured.calls;
@@ -597,6 +603,24 @@ impl<B: AutodiffBackend> Trainer<B> {
 
 /// Keeps the groups whose total rewards are not all equal (DAPO's dynamic sampling); returns
 /// them and the number of groups dropped.
+/// How many groups `kept` has, how many of them teach nothing under a group baseline (every
+/// reward equal) and how many the policy already solves (every episode a success).
+fn group_figures(m: &mut IterMetrics, kept: &[Episode]) {
+    let mut groups: std::collections::BTreeMap<usize, Vec<&Episode>> = Default::default();
+    for e in kept {
+        groups.entry(e.group).or_default().push(e);
+    }
+    m.groups = groups.len();
+    m.zero_variance_groups = groups
+        .values()
+        .filter(|g| g.iter().all(|e| e.total_reward() == g[0].total_reward()))
+        .count();
+    m.solved_groups = groups
+        .values()
+        .filter(|g| g.iter().all(|e| e.success))
+        .count();
+}
+
 fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
     let mut by: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
     for e in &episodes {

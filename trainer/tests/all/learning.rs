@@ -321,6 +321,23 @@ fn an_iteration_with_a_learning_signal_changes_the_policy() {
             "{}: the logits moved by at most {moved} after an update with a learning signal",
             algo.name()
         );
+        // The diagnostics say the same: a gradient, a weight change, and the groups counted.
+        assert!(
+            m.grad_norm > 0.0 && m.update_norm > 0.0 && m.weight_norm > m.update_norm,
+            "{}: {m:?}",
+            algo.name()
+        );
+        // (PPO's groups are single episodes: each trivially of one reward.)
+        let flat_allowed = if algo == Algo::Ppo {
+            m.groups
+        } else {
+            m.groups - 1
+        };
+        assert!(
+            m.groups > 0 && m.zero_variance_groups <= flat_allowed && m.solved_groups <= m.groups,
+            "{}: {m:?}",
+            algo.name()
+        );
         std::fs::remove_dir_all(&out).unwrap();
     }
 }
