@@ -219,6 +219,11 @@ pub struct RolloutConfig {
     /// after another. Bounds one generation's KV cache (65,536 tokens are ~3 GB for
     /// SmolLM2-135M); each live episode's encoded history is kept besides, until it ends.
     pub batch_tokens: usize,
+    /// How each iteration's tasks are chosen: `uniform` (by seed), or `pass_rate` (an env
+    /// with a fixed train task list: tasks in proportion to the chance that a group of them
+    /// has both outcomes, from each task's record in the run; see
+    /// [`PassRates`](crate::PassRates)). The proxy source draws uniformly.
+    pub select: crate::TaskSelect,
 }
 
 impl Default for RolloutConfig {
@@ -237,6 +242,7 @@ impl Default for RolloutConfig {
             on_env_error: OnEnvError::Exclude,
             max_gen_batches: 3,
             batch_tokens: 1 << 16,
+            select: crate::TaskSelect::Uniform,
         }
     }
 }

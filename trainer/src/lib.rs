@@ -20,6 +20,7 @@
 pub mod advantage;
 pub mod batch;
 mod config;
+mod curriculum;
 mod episode_log;
 mod error;
 mod eval;
@@ -39,6 +40,7 @@ pub use config::{
     Algo, Credit, EvalConfig, KlConfig, KlEstimator, KlMode, LossAgg, ObjectiveConfig, OnEnvError,
     OptimiserConfig, RolloutConfig, ScheduleConfig, TrainConfig,
 };
+pub use curriculum::{PassRates, TaskSelect};
 pub use episode_log::{
     EPISODES_DIR, EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log,
 };

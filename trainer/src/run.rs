@@ -32,6 +32,7 @@ use serde_json::Value;
 
 use crate::batch::{Sample, assign_advantages, usable};
 use crate::config::{Algo, TrainConfig};
+use crate::curriculum::{PassRates, TaskSelect};
 use crate::episode_log::{EpisodeKind, write_episode_log};
 use crate::error::io;
 use crate::learner::{Learner, StepStats};
@@ -78,10 +79,13 @@ pub struct NewRun<B: AutodiffBackend> {
 }
 
 /// `checkpoint/state.json`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct RunState {
     iter: u32,
     elapsed_s: f64,
+    /// The train tasks' records (`rollout.select: pass_rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pass_rates: Option<PassRates>,
 }
 
 /// The rollout shape a config implies.
@@ -130,6 +134,57 @@ pub fn iteration_jobs(config: &TrainConfig, iter: u32, batch: u32) -> Vec<(usize
         .collect()
 }
 
+/// The task records of a run that selects by pass rate (`None` otherwise): an error when the
+/// env has no fixed train task list to keep records of.
+fn pass_rates(config: &TrainConfig, envs: &[BoxEnv]) -> Result<Option<PassRates>> {
+    if config.rollout.select != TaskSelect::PassRate {
+        return Ok(None);
+    }
+    match envs.first().and_then(|e| e.spec().tasks).map(|t| t.train) {
+        Some(n) if n > 0 => Ok(Some(PassRates::new(n as usize))),
+        _ => Err(TrainError::Config(
+            "rollout.select \"pass_rate\" needs an env with a fixed train task list (its spec's tasks)"
+                .into(),
+        )),
+    }
+}
+
+/// The episodes of iteration `iter`, batch `batch`, of a run that selects by pass rate:
+/// `tasks_per_iter` train tasks not yet `taken` this iteration, drawn by their records, each
+/// played `group_size` times. Each seed names its task by position (`seed mod n`, with
+/// [`ResetOptions::cycle`]) and varies the rest of the episode by iteration.
+fn chosen_jobs(
+    config: &TrainConfig,
+    rates: &PassRates,
+    iter: u32,
+    batch: u32,
+    taken: &mut Vec<usize>,
+) -> Vec<(usize, u64)> {
+    let mut rng = SplitMix64::new(mix(&[
+        config.schedule.seed,
+        u64::from(iter),
+        u64::from(batch),
+        0x7A5C,
+    ]));
+    let tasks = rates.choose(
+        config.rollout.tasks_per_iter,
+        config.rollout.group_size,
+        taken,
+        &mut rng,
+    );
+    taken.extend(&tasks);
+    let n = rates.len() as u64;
+    tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(g, &task)| {
+            let group = batch as usize * config.rollout.tasks_per_iter + g;
+            let seed = task as u64 + n * (rng.next_u64() >> 24);
+            std::iter::repeat_n((group, seed), config.rollout.group_size)
+        })
+        .collect()
+}
+
 /// A training run in progress.
 pub struct Trainer<B: AutodiffBackend> {
     config: TrainConfig,
@@ -145,6 +200,7 @@ pub struct Trainer<B: AutodiffBackend> {
     iter: u32,
     elapsed_before: f64,
     started: Instant,
+    pass_rates: Option<PassRates>,
 }
 
 impl<B: AutodiffBackend> std::fmt::Debug for Trainer<B> {
@@ -171,6 +227,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             options,
         } = start;
         config.validate()?;
+        let pass_rates = pass_rates(&config, &envs)?;
         if out.join(CHECKPOINT).exists() {
             return Err(run_error(
                 out,
@@ -210,6 +267,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             iter: 0,
             elapsed_before: 0.0,
             started: Instant::now(),
+            pass_rates,
         })
     }
 
@@ -236,6 +294,17 @@ impl<B: AutodiffBackend> Trainer<B> {
             Some(r.for_inference())
         } else {
             None
+        };
+        let fresh = pass_rates(&config, &envs)?;
+        let pass_rates = match (state.pass_rates, fresh) {
+            (Some(saved), Some(fresh)) if saved.len() == fresh.len() => Some(saved),
+            (Some(_), Some(_)) => {
+                return Err(run_error(
+                    &state_path,
+                    "the saved task records are of another task list",
+                ));
+            }
+            (_, fresh) => fresh,
         };
         let engine = Self::engine(&config, envs, &tokenizer)?;
         let mut learner =
@@ -270,6 +339,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             iter: state.iter,
             elapsed_before: state.elapsed_s,
             started: Instant::now(),
+            pass_rates,
         })
     }
 
@@ -335,17 +405,30 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut kept: Vec<Episode> = Vec::new();
         let mut filtered = 0;
         let mut stats = crate::rollout::RolloutStats::default();
+        let mut taken = Vec::new();
         for batch in 0..batches {
-            let jobs = iteration_jobs(&c, iter, batch);
+            let (jobs, options) = match &self.pass_rates {
+                Some(rates) => (
+                    chosen_jobs(&c, rates, iter, batch, &mut taken),
+                    self.options.clone().cycling(),
+                ),
+                None => (iteration_jobs(&c, iter, batch), self.options.clone()),
+            };
             let sample_seed = mix(&[c.schedule.seed, u64::from(iter), u64::from(batch), u64::MAX]);
             let (eps, s) = self.engine.run(
                 &model,
                 &device,
                 &jobs,
-                &self.options,
+                &options,
                 c.rollout.temperature,
                 sample_seed,
             )?;
+            if let Some(rates) = &mut self.pass_rates {
+                let n = rates.len() as u64;
+                for e in eps.iter().filter(|e| e.error.is_none()) {
+                    rates.record((e.seed % n) as usize, e.success);
+                }
+            }
             stats.generated_tokens += s.generated_tokens;
             stats.generate_time += s.generate_time;
             stats.env_steps += s.env_steps;
@@ -564,6 +647,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let state = RunState {
             iter: self.iter,
             elapsed_s: self.elapsed_before + self.started.elapsed().as_secs_f64(),
+            pass_rates: self.pass_rates.clone(),
         };
         let state_path = tmp.join("state.json");
         std::fs::write(
@@ -601,8 +685,6 @@ impl<B: AutodiffBackend> Trainer<B> {
     }
 }
 
-/// Keeps the groups whose total rewards are not all equal (DAPO's dynamic sampling); returns
-/// them and the number of groups dropped.
 /// How many groups `kept` has, how many of them teach nothing under a group baseline (every
 /// reward equal) and how many the policy already solves (every episode a success).
 fn group_figures(m: &mut IterMetrics, kept: &[Episode]) {
@@ -621,6 +703,8 @@ fn group_figures(m: &mut IterMetrics, kept: &[Episode]) {
         .count();
 }
 
+/// Keeps the groups whose total rewards are not all equal (DAPO's dynamic sampling); returns
+/// them and the number of groups dropped.
 fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
     let mut by: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
     for e in &episodes {

@@ -54,10 +54,18 @@ fn trainer(
 /// A trainer of the seeded tiny policy on the pick-tool task (each episode's instruction
 /// names the tool to call), writing to `out`.
 fn pick_tool_trainer(out: &std::path::Path, c: TrainConfig) -> Trainer<CpuTrain> {
+    try_pick_tool_trainer(out, c, crate::PickTool::new).unwrap()
+}
+
+fn try_pick_tool_trainer(
+    out: &std::path::Path,
+    c: TrainConfig,
+    env: fn() -> crate::PickTool,
+) -> sandgym_trainer::Result<Trainer<CpuTrain>> {
     let tok = crate::pick_tokenizer();
     let pc = crate::tiny(tok.vocab_size());
     let envs = (0..c.episodes_per_iter())
-        .map(|_| Box::new(crate::PickTool::new()) as sandgym_env_api::BoxEnv)
+        .map(|_| Box::new(env()) as sandgym_env_api::BoxEnv)
         .collect();
     let start = NewRun {
         meta: json!({"env": "pick-tool"}),
@@ -68,7 +76,7 @@ fn pick_tool_trainer(out: &std::path::Path, c: TrainConfig) -> Trainer<CpuTrain>
         envs,
         options: ResetOptions::default(),
     };
-    Trainer::<CpuTrain>::new(out, start, sandgym_policy::select_device()).unwrap()
+    Trainer::<CpuTrain>::new(out, start, sandgym_policy::select_device())
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -500,6 +508,60 @@ fn only_journaled_turns_count_as_trained_exactly() {
             m.tokens_trained_exactly
         ),
         (2, 1, 2)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn pass_rate_selection_keeps_task_records_across_a_resume() {
+    let mut c = config(Algo::Grpo, 3);
+    c.rollout.max_turns = 1;
+    (c.rollout.tasks_per_iter, c.rollout.group_size) = (2, 4);
+    c.rollout.select = sandgym_trainer::TaskSelect::PassRate;
+    // An env without a fixed task list has nothing to keep records of.
+    let out = tmp("pass-rate-unlisted");
+    let err = try_pick_tool_trainer(&out, c.clone(), crate::PickTool::new).unwrap_err();
+    assert!(err.to_string().contains("pass_rate"), "{err}");
+    assert!(!out.exists(), "a refused run leaves no directory");
+
+    let out = tmp("pass-rate");
+    let mut t = try_pick_tool_trainer(&out, c.clone(), crate::PickTool::listed).unwrap();
+    t.step().unwrap();
+    t.save().unwrap();
+    let state = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join("checkpoint/state.json")).unwrap())
+            .unwrap()
+    };
+    let attempts = |s: &serde_json::Value| -> Vec<u64> {
+        s["pass_rates"]["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_u64().unwrap())
+            .collect()
+    };
+    let first = attempts(&state());
+    // Two tasks of four, each played by a group of four.
+    assert_eq!(first.iter().sum::<u64>(), 8, "{first:?}");
+    assert_eq!(first.iter().filter(|&&a| a == 4).count(), 2, "{first:?}");
+    drop(t);
+    let envs = (0..c.episodes_per_iter())
+        .map(|_| Box::new(crate::PickTool::listed()) as sandgym_env_api::BoxEnv)
+        .collect();
+    let mut t = Trainer::<CpuTrain>::resume(
+        &out,
+        envs,
+        ResetOptions::default(),
+        sandgym_policy::select_device(),
+    )
+    .unwrap();
+    t.step().unwrap();
+    t.save().unwrap();
+    let second = attempts(&state());
+    assert_eq!(second.iter().sum::<u64>(), 16, "{second:?}");
+    assert!(
+        first.iter().zip(&second).all(|(a, b)| b >= a),
+        "{first:?} {second:?}"
     );
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -39,6 +39,7 @@ pub fn guess_envs(n: usize, max: u32) -> Vec<BoxEnv> {
 #[derive(Debug)]
 pub struct PickTool {
     spec: sandgym_env_api::EnvSpec,
+    listed: bool,
     target: usize,
     reward: f64,
     done: sandgym_env_api::Done,
@@ -63,10 +64,24 @@ impl PickTool {
         }
         Self {
             spec,
+            listed: false,
             target: 0,
             reward: 0.0,
             done: sandgym_env_api::Done::Running,
         }
+    }
+}
+
+impl PickTool {
+    /// The same env with a fixed task list: four tasks in each split, task `i` naming colour
+    /// `i` (taken by position with [`ResetOptions::cycle`]).
+    pub fn listed() -> Self {
+        let mut env = Self::new();
+        env.spec = env
+            .spec
+            .with_tasks(sandgym_env_api::TaskCounts { train: 4, test: 4 });
+        env.listed = true;
+        env
     }
 }
 
@@ -77,9 +92,13 @@ impl Env for PickTool {
     fn reset(
         &mut self,
         seed: u64,
-        _: &ResetOptions,
+        options: &ResetOptions,
     ) -> sandgym_env_api::Result<sandgym_env_api::Observation> {
-        self.target = sandgym_env_api::SplitMix64::new(seed).below(4) as usize;
+        self.target = if self.listed && options.cycle {
+            (seed % 4) as usize
+        } else {
+            sandgym_env_api::SplitMix64::new(seed).below(4) as usize
+        };
         self.reward = 0.0;
         self.done = sandgym_env_api::Done::Running;
         Ok(self.observe())
