@@ -138,7 +138,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         backend,
         init: args.init.clone(),
         source,
-        ..crate::RunMeta::new(&target, "tiny")
+        ..crate::RunMeta::new(&target, crate::training::TINY_MODEL)
     };
     let start = |source, backend, model, envs| NewRun {
         meta: meta(source, backend).to_value(),

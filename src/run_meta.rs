@@ -82,7 +82,7 @@ impl RunMeta {
 
     /// Whether it started from a pretrained model (not the tiny one, not a checkpoint).
     pub fn pretrained(&self) -> bool {
-        self.init.is_none() && self.model != "tiny"
+        self.init.is_none() && crate::training::is_pretrained_model(&self.model)
     }
 
     /// As JSON, for [`NewRun::meta`](crate::trainer::NewRun::meta).

@@ -398,7 +398,7 @@ pub fn new_run<B: AutodiffBackend>(
         source,
         ..crate::RunMeta::new(
             &target,
-            choice.model.clone().unwrap_or_else(|| "tiny".into()),
+            choice.model.clone().unwrap_or_else(|| TINY_MODEL.into()),
         )
     };
     let start = sandgym_trainer::NewRun {
@@ -634,6 +634,15 @@ pub struct ModelChoice {
     pub lora_rank: usize,
 }
 
+/// The name of the small from-scratch model (`--model tiny`); any other name or path is a
+/// pretrained model.
+pub const TINY_MODEL: &str = "tiny";
+
+/// Whether a `--model` value names a pretrained model (anything but [`TINY_MODEL`]).
+pub fn is_pretrained_model(model: &str) -> bool {
+    model != TINY_MODEL
+}
+
 impl ModelChoice {
     /// The tiny from-scratch model.
     pub fn tiny() -> Self {
@@ -642,7 +651,7 @@ impl ModelChoice {
 
     /// Whether the choice is a pretrained model (anything but the tiny one).
     pub fn is_pretrained(&self) -> bool {
-        self.model.as_deref().is_some_and(|m| m != "tiny")
+        self.model.as_deref().is_some_and(is_pretrained_model)
     }
 }
 
@@ -660,7 +669,7 @@ pub fn initial_policy<B: burn::tensor::backend::Backend>(
 )> {
     B::seed(device, seed);
     match choice.model.as_deref() {
-        None | Some("tiny") => {
+        None | Some(TINY_MODEL) => {
             let tokenizer = default_tokenizer()?;
             let config = crate::policy::PolicyConfig::new(tokenizer.vocab_size());
             let model = config.init::<B>(device);

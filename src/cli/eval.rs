@@ -87,7 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // Otherwise the env's preset for the kind of model: pretrained when `--model` names one or
     // the checkpoint records the base model it was tuned from.
     let pretrained = match (checkpoint, &args.model) {
-        (_, Some(model)) => model != "tiny",
+        (_, Some(model)) => sandgym::training::is_pretrained_model(model),
         (Some(dir), None) => checkpoint::read_config(&policy_dir(dir))
             .map(|c| c.base.is_some())
             .unwrap_or(false),

@@ -21,7 +21,7 @@ fn train_args(out: &Path, config: &Path) -> Vec<String> {
         "--env",
         "guess-number-v0",
         "--model",
-        "tiny",
+        sandgym::training::TINY_MODEL,
         "--iters",
         &ITERS.to_string(),
         "--config",

@@ -72,7 +72,7 @@ pub struct Args {
     rate: f64,
     /// The model `bench policy` measures: `tiny` (the default), a known pretrained model, a
     /// `.gguf` file or a Hugging Face directory.
-    #[arg(long, default_value = "tiny")]
+    #[arg(long, default_value = sandgym::training::TINY_MODEL)]
     model: String,
     /// A Python with torch, transformers, gguf and accelerate: `bench policy` then also runs
     /// `benches/pytorch/policy_bench.py` on the same GGUF model and prints the ratios.
@@ -379,7 +379,7 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         token_logprobs,
     };
     let seconds = args.seconds;
-    let tiny = args.model == "tiny";
+    let tiny = !sandgym::training::is_pretrained_model(&args.model);
     let choice = sandgym::training::ModelChoice {
         model: Some(args.model.clone()),
         lora_rank: 0,
