@@ -61,6 +61,10 @@ pub struct Args {
     /// `bench envs`: the sizes (rows per large table) of the generated SQL databases.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 10_000, 100_000])]
     rows: Vec<usize>,
+    /// `bench envs`: the SQL env's row budget per query on the generated databases (the
+    /// env's `max_rows_read`; default, the env's own).
+    #[arg(long, default_value_t = sandgym_env_sql::DEFAULT_MAX_ROWS_READ)]
+    max_rows_read: u64,
     /// `bench crash`: kill-and-resume trials.
     #[arg(long, default_value_t = 20)]
     trials: usize,
@@ -86,7 +90,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         What::Sandbox => sandbox(Duration::from_secs_f64(args.seconds))?,
         What::Envs => {
             let mut figures = envs(Duration::from_secs_f64(args.seconds))?;
-            figures.extend(sql_scale::run(&args.rows)?);
+            figures.extend(sql_scale::run(&args.rows, args.max_rows_read)?);
             figures
         }
         What::Crash => crash::run(args.trials, args.seed)?,

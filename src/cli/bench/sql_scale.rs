@@ -11,12 +11,17 @@ use sandgym::env_api::{Action, ResetOptions};
 use sandgym_env_sql::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, synthetic_db};
 use serde_json::{Map, Value, json};
 
-/// The figures for each size in `sizes` (rows per large table).
-pub fn run(sizes: &[usize]) -> anyhow::Result<Map<String, Value>> {
+/// The figures for each size in `sizes` (rows per large table), under a row budget of
+/// `max_rows_read` per query.
+pub fn run(sizes: &[usize], max_rows_read: u64) -> anyhow::Result<Map<String, Value>> {
     let mut out = Map::new();
     for &rows in sizes {
         let db = synthetic_db(rows);
-        let config = json!({"tasks_jsonl": db.tasks_jsonl, "databases": {"synthetic": db.script}});
+        let config = json!({
+            "tasks_jsonl": db.tasks_jsonl,
+            "databases": {"synthetic": db.script},
+            "max_rows_read": max_rows_read,
+        });
         let config = config.as_object().expect("an object");
         let mut figures = Map::new();
         for (side, backend) in BACKENDS {
