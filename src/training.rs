@@ -720,6 +720,31 @@ mod tests {
         assert!(c.sft.recoveries > 0 && c.sft.demonstrations > 0);
     }
 
+    /// The RL-after-SFT settings the README measures apply to the pretrained preset: no SFT
+    /// (they start from `--init RUN/sft`), tasks by pass rate or DAPO's dynamic sampling.
+    #[test]
+    fn the_rl_after_sft_configs_apply() {
+        let pretrained = |text: &str, algo| {
+            let file: serde_json::Value = serde_json::from_str(text).unwrap();
+            let c = preset("sql-agent-v0", algo, true)
+                .merge_json(&file)
+                .unwrap();
+            c.validate().unwrap();
+            c
+        };
+        let c = pretrained(
+            include_str!("../configs/sql-agent-rl-pass-rate.json"),
+            Algo::Grpo,
+        );
+        assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
+        assert_eq!((c.sft.demonstrations, c.schedule.iters), (0, 8));
+        let c = pretrained(
+            include_str!("../configs/sql-agent-rl-dapo.json"),
+            Algo::Dapo,
+        );
+        assert_eq!((c.sft.demonstrations, c.rollout.max_gen_batches), (0, 6));
+    }
+
     /// Recovery demonstrations: one for each train task that joins tables, each a mistake
     /// the engine rejects (shown, not imitated), the solution, and the answer; all succeed.
     #[test]
