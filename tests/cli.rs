@@ -696,6 +696,70 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
         assert!(outside.contains(task), "{task}: {narrowing}");
     }
     assert_eq!(outside.len(), 6, "{narrowing}");
+    // The database alone: the env writes its own tasks from it, every one of whose gold
+    // answers the grammar can write, some held out as a test split the baseline plays.
+    let own = dir.join("own.json");
+    std::fs::write(
+        &own,
+        serde_json::json!({"databases": {"music": format!("@{data}/music.sql")}}).to_string(),
+    )
+    .unwrap();
+    let check = sandgym(&[
+        "check",
+        "sql-agent-v0",
+        "--env-config",
+        own.to_str().unwrap(),
+        "--narrowing",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let narrowing = &report["narrowing"];
+    assert!(narrowing["tasks"].as_u64().unwrap() >= 40, "{narrowing}");
+    assert_eq!(
+        narrowing["outside"].as_array().unwrap().len(),
+        0,
+        "{narrowing}"
+    );
+    let every = sandgym(&[
+        "run",
+        "--env",
+        "sql-agent-v0",
+        "--env-config",
+        own.to_str().unwrap(),
+        "--split",
+        "test",
+        "--every-task",
+        "--json",
+    ]);
+    assert!(
+        every.status.success(),
+        "{}",
+        String::from_utf8_lossy(&every.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&every.stdout).unwrap();
+    assert!(summary["episodes"].as_u64().unwrap() >= 8, "{summary}");
+    assert_eq!(summary["failed_episodes"], 0, "{summary}");
+    // A database with no table to write tasks from is a clear error that names it.
+    std::fs::write(dir.join("empty.sql"), "-- no tables yet\n").unwrap();
+    std::fs::write(
+        &own,
+        serde_json::json!({"databases": {"bare": format!("@{}", dir.join("empty.sql").display())}})
+            .to_string(),
+    )
+    .unwrap();
+    let bad = sandgym(&[
+        "check",
+        "sql-agent-v0",
+        "--env-config",
+        own.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && stderr.contains("`bare`"),
+        "{stderr}"
+    );
     // A config that names a missing file says which.
     std::fs::write(&config, r#"{"tasks_jsonl": "@nowhere.jsonl"}"#).unwrap();
     let bad = sandgym(&[

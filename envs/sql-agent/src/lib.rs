@@ -35,6 +35,7 @@ mod fold;
 mod gold;
 mod metered;
 mod pattern;
+mod self_tasks;
 #[cfg(test)]
 mod sqlite_parity;
 mod synthetic;
@@ -47,5 +48,6 @@ pub use gold::{SqlGold, without_joins};
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };
+pub use self_tasks::SelfTasks;
 pub use synthetic::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, SyntheticDb, synthetic_db};
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};
