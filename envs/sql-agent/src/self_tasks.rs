@@ -436,7 +436,9 @@ fn join_count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, b
         .iter()
         .filter(|c| c.name.to_lowercase().ends_with("_id"))
     {
-        let stem = &col.name[..col.name.len() - 3];
+        let Some(stem) = col.name.get(..col.name.len().saturating_sub(3)) else {
+            continue;
+        };
         for other in w.tables.iter().filter(|o| o.as_str() != w.table) {
             if !names_table(stem, other) {
                 continue;
