@@ -13,7 +13,7 @@ use sandgym_env_api::{
 
 use crate::engine::{self, Image, Outcome, RunError};
 use crate::self_tasks::SelfTasks;
-use crate::tasks::{self, Task, TaskSet};
+use crate::tasks::{Task, TaskSet};
 
 /// Reward weights (all configurable through the env configuration's `"reward"` object).
 ///
@@ -97,68 +97,7 @@ impl SqlConfig {
     /// tasks; plus the tasks written from `databases` ([`SqlConfig::self_tasks`]; all of
     /// them when there is no task file).
     pub fn task_set(&self) -> Result<TaskSet> {
-        Ok(self.task_set_and_images()?.0)
-    }
-
-    /// [`SqlConfig::task_set`] and the built image of every database it uses.
-    fn task_set_and_images(&self) -> Result<(TaskSet, BTreeMap<String, Image>)> {
-        let mut tasks = match &self.tasks_jsonl {
-            Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &self.databases)?,
-            None if !self.databases.is_empty() => TaskSet {
-                tasks: Vec::new(),
-                databases: self.databases.clone(),
-            },
-            None => tasks::bundled(),
-        };
-        for name in self.databases.keys() {
-            tasks
-                .databases
-                .entry(name.clone())
-                .or_insert_with(|| self.databases[name].clone());
-        }
-        let mut images = BTreeMap::new();
-        for (name, sql) in &tasks.databases {
-            let image = engine::build(sql).map_err(|e| EnvError::InvalidConfig {
-                reason: format!("database `{name}` does not build: {e}"),
-            })?;
-            images.insert(name.clone(), image);
-        }
-        let generate = match (&self.self_tasks, &self.tasks_jsonl) {
-            (Some(s), _) => Some(s.clone()),
-            (None, None) if !self.databases.is_empty() => Some(SelfTasks::default()),
-            _ => None,
-        };
-        if let Some(settings) = generate {
-            let held_out = self.tasks_jsonl.is_none();
-            for name in self.databases.keys() {
-                let written = crate::self_tasks::self_tasks(
-                    name,
-                    &images[name],
-                    &settings,
-                    self.rows_budget(),
-                    held_out,
-                );
-                if written.is_empty() {
-                    return Err(EnvError::InvalidConfig {
-                        reason: format!(
-                            "sql-agent: no task could be written from database `{name}` (it has no tables)"
-                        ),
-                    });
-                }
-                let taken: std::collections::BTreeSet<String> =
-                    tasks.tasks.iter().map(|t| t.id.clone()).collect();
-                if let Some(t) = written.iter().find(|t| taken.contains(&t.id)) {
-                    return Err(EnvError::InvalidConfig {
-                        reason: format!(
-                            "sql-agent: the task file already has an id `{}` of the written tasks",
-                            t.id
-                        ),
-                    });
-                }
-                tasks.tasks.extend(written);
-            }
-        }
-        Ok((tasks, images))
+        Ok(crate::self_tasks::task_set_and_images(self)?.0)
     }
 }
 
@@ -227,7 +166,7 @@ impl SqlAgentEnv {
     /// Builds with a typed configuration. Every database is built once here; a user task file
     /// is validated (its gold queries must run).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
-        let (tasks, images) = config.task_set_and_images()?;
+        let (tasks, images) = crate::self_tasks::task_set_and_images(&config)?;
         let validate = config.tasks_jsonl.is_some() || !config.databases.is_empty();
         let gold: Vec<OnceLock<_>> = tasks.tasks.iter().map(|_| OnceLock::new()).collect();
         if validate {

@@ -17,8 +17,13 @@ use gluesql::core::ast::DataType;
 use sandgym_env_api::{Split, SplitMix64};
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use sandgym_env_api::{EnvError, Result};
+
+use crate::SqlConfig;
 use crate::engine::{self, Image};
-use crate::tasks::Task;
+use crate::tasks::{self, Task, TaskSet};
 
 /// How many tasks to write and how (`"self_tasks"` in the env configuration).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,6 +47,71 @@ impl Default for SelfTasks {
             test_every: 5,
         }
     }
+}
+
+/// The tasks `config` names ([`SqlConfig::task_set`]) and the built image of every database
+/// they use: its task file over its databases, or the bundled tasks; plus the tasks written
+/// from `databases` ([`SqlConfig::self_tasks`]; all of them when there is no task file).
+pub(crate) fn task_set_and_images(
+    config: &SqlConfig,
+) -> Result<(TaskSet, BTreeMap<String, Image>)> {
+    let mut tasks = match &config.tasks_jsonl {
+        Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
+        None if !config.databases.is_empty() => TaskSet {
+            tasks: Vec::new(),
+            databases: config.databases.clone(),
+        },
+        None => tasks::bundled(),
+    };
+    for name in config.databases.keys() {
+        tasks
+            .databases
+            .entry(name.clone())
+            .or_insert_with(|| config.databases[name].clone());
+    }
+    let mut images = BTreeMap::new();
+    for (name, sql) in &tasks.databases {
+        let image = engine::build(sql).map_err(|e| EnvError::InvalidConfig {
+            reason: format!("database `{name}` does not build: {e}"),
+        })?;
+        images.insert(name.clone(), image);
+    }
+    let generate = match (&config.self_tasks, &config.tasks_jsonl) {
+        (Some(s), _) => Some(s.clone()),
+        (None, None) if !config.databases.is_empty() => Some(SelfTasks::default()),
+        _ => None,
+    };
+    if let Some(settings) = generate {
+        let held_out = config.tasks_jsonl.is_none();
+        for name in config.databases.keys() {
+            let written = crate::self_tasks::self_tasks(
+                name,
+                &images[name],
+                &settings,
+                config.rows_budget(),
+                held_out,
+            );
+            if written.is_empty() {
+                return Err(EnvError::InvalidConfig {
+                    reason: format!(
+                        "sql-agent: no task could be written from database `{name}` (it has no tables)"
+                    ),
+                });
+            }
+            let taken: std::collections::BTreeSet<String> =
+                tasks.tasks.iter().map(|t| t.id.clone()).collect();
+            if let Some(t) = written.iter().find(|t| taken.contains(&t.id)) {
+                return Err(EnvError::InvalidConfig {
+                    reason: format!(
+                        "sql-agent: the task file already has an id `{}` of the written tasks",
+                        t.id
+                    ),
+                });
+            }
+            tasks.tasks.extend(written);
+        }
+    }
+    Ok((tasks, images))
 }
 
 /// What the generator knows about one column.
