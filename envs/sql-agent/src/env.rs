@@ -97,7 +97,7 @@ impl SqlConfig {
     /// tasks; plus the tasks written from `databases` ([`SqlConfig::self_tasks`]; all of
     /// them when there is no task file).
     pub fn task_set(&self) -> Result<TaskSet> {
-        Ok(crate::self_tasks::task_set_and_images(self)?.0)
+        crate::self_tasks::task_set(self)
     }
 }
 
