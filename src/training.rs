@@ -743,6 +743,13 @@ mod tests {
             Algo::Dapo,
         );
         assert_eq!((c.sft.demonstrations, c.rollout.max_gen_batches), (0, 6));
+        // The written-tasks run keeps the preset's SFT and trains 10 iterations by pass rate.
+        let c = pretrained(
+            include_str!("../configs/sql-agent-rl-written-tasks.json"),
+            Algo::Grpo,
+        );
+        assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
+        assert!(c.sft.demonstrations > 0 && c.schedule.iters == 10);
     }
 
     /// Recovery demonstrations: one for each train task that joins tables, each a mistake
