@@ -97,7 +97,7 @@ impl SqlConfig {
     /// tasks; plus the tasks written from `databases` ([`SqlConfig::self_tasks`]; all of
     /// them when there is no task file).
     pub fn task_set(&self) -> Result<TaskSet> {
-        crate::self_tasks::task_set(self)
+        crate::task_source::task_set(self)
     }
 }
 
@@ -166,7 +166,7 @@ impl SqlAgentEnv {
     /// Builds with a typed configuration. Every database is built once here; a user task file
     /// is validated (its gold queries must run).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
-        let (tasks, images) = crate::self_tasks::task_set_and_images(&config)?;
+        let (tasks, images) = crate::task_source::task_set_and_images(&config)?;
         let validate = config.tasks_jsonl.is_some() || !config.databases.is_empty();
         let gold: Vec<OnceLock<_>> = tasks.tasks.iter().map(|_| OnceLock::new()).collect();
         if validate {

@@ -39,6 +39,7 @@ mod self_tasks;
 #[cfg(test)]
 mod sqlite_parity;
 mod synthetic;
+mod task_source;
 mod tasks;
 
 pub use baseline::SqlBaseline;

@@ -17,13 +17,8 @@ use gluesql::core::ast::DataType;
 use sandgym_env_api::{Split, SplitMix64};
 use serde::{Deserialize, Serialize};
 
-use std::collections::BTreeMap;
-
-use sandgym_env_api::{EnvError, Result};
-
-use crate::SqlConfig;
 use crate::engine::{self, Image};
-use crate::tasks::{self, Task, TaskSet};
+use crate::tasks::Task;
 
 /// How many tasks to write and how (`"self_tasks"` in the env configuration).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,116 +42,6 @@ impl Default for SelfTasks {
             test_every: 5,
         }
     }
-}
-
-/// The tasks `config` names ([`SqlConfig::task_set`]) and the built image of every database
-/// they use: its task file over its databases, or the bundled tasks; plus the tasks written
-/// from `databases` ([`SqlConfig::self_tasks`]; all of them when there is no task file).
-pub(crate) fn task_set_and_images(
-    config: &SqlConfig,
-) -> Result<(TaskSet, BTreeMap<String, Image>)> {
-    let mut tasks = declared(config)?;
-    let mut images = BTreeMap::new();
-    for (name, sql) in &tasks.databases {
-        let image = engine::build(sql).map_err(|e| EnvError::InvalidConfig {
-            reason: format!("database `{name}` does not build: {e}"),
-        })?;
-        images.insert(name.clone(), image);
-    }
-    add_written(config, &mut tasks, &images)?;
-    Ok((tasks, images))
-}
-
-/// [`SqlConfig::task_set`]: the tasks alone. Without written tasks no database is built;
-/// with them, the set is remembered for the last configuration asked (a demonstrator is made
-/// per episode, and writing tasks builds and queries every database).
-pub(crate) fn task_set(config: &SqlConfig) -> Result<TaskSet> {
-    if writing(config).is_none() {
-        return declared(config);
-    }
-    static LAST: std::sync::Mutex<Option<(String, TaskSet)>> = std::sync::Mutex::new(None);
-    let key = serde_json::to_string(config).unwrap_or_default();
-    if let Ok(last) = LAST.lock()
-        && let Some((k, set)) = last.as_ref()
-        && *k == key
-    {
-        return Ok(set.clone());
-    }
-    let (set, _) = task_set_and_images(config)?;
-    if let Ok(mut last) = LAST.lock() {
-        *last = Some((key, set.clone()));
-    }
-    Ok(set)
-}
-
-/// The tasks the configuration declares (its task file, or the bundled set, or none when it
-/// gives databases alone), with every database of `databases`.
-fn declared(config: &SqlConfig) -> Result<TaskSet> {
-    let mut tasks = match &config.tasks_jsonl {
-        Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
-        None if !config.databases.is_empty() => TaskSet {
-            tasks: Vec::new(),
-            databases: config.databases.clone(),
-        },
-        None => tasks::bundled(),
-    };
-    for (name, sql) in &config.databases {
-        tasks
-            .databases
-            .entry(name.clone())
-            .or_insert_with(|| sql.clone());
-    }
-    Ok(tasks)
-}
-
-/// The settings tasks are written with, when the configuration asks for written tasks
-/// (explicitly, or by giving databases without a task file).
-fn writing(config: &SqlConfig) -> Option<SelfTasks> {
-    match (&config.self_tasks, &config.tasks_jsonl) {
-        (Some(s), _) => Some(s.clone()),
-        (None, None) if !config.databases.is_empty() => Some(SelfTasks::default()),
-        _ => None,
-    }
-}
-
-/// Adds the tasks written from each database of `databases` (built in `images`) to `tasks`.
-fn add_written(
-    config: &SqlConfig,
-    tasks: &mut TaskSet,
-    images: &BTreeMap<String, Image>,
-) -> Result<()> {
-    let Some(settings) = writing(config) else {
-        return Ok(());
-    };
-    let held_out = config.tasks_jsonl.is_none();
-    for name in config.databases.keys() {
-        let written = self_tasks(
-            name,
-            &images[name],
-            &settings,
-            config.rows_budget(),
-            held_out,
-        );
-        if written.is_empty() {
-            return Err(EnvError::InvalidConfig {
-                reason: format!(
-                    "sql-agent: no task could be written from database `{name}` (it has no tables)"
-                ),
-            });
-        }
-        let taken: std::collections::BTreeSet<&str> =
-            tasks.tasks.iter().map(|t| t.id.as_str()).collect();
-        if let Some(t) = written.iter().find(|t| taken.contains(t.id.as_str())) {
-            return Err(EnvError::InvalidConfig {
-                reason: format!(
-                    "sql-agent: the task file already has an id `{}` of the written tasks",
-                    t.id
-                ),
-            });
-        }
-        tasks.tasks.extend(written);
-    }
-    Ok(())
 }
 
 /// What the generator knows about one column.
