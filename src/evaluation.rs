@@ -47,25 +47,42 @@ pub fn compare<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
+    let mut c = play_policy::<B>(dir, env, split, episodes, settings, wasm, device)?;
+    c.baseline = match crate::agents::baseline(&env.id()?) {
+        Some(_) => {
+            let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
+            Some(baseline_report(&baseline_episodes(env, seeds, &options)?))
+        }
+        None => None,
+    };
+    Ok(c)
+}
+
+/// [`compare`] without the baseline: the policy alone on the same episodes, for a row beside
+/// one that has it.
+fn play_policy<B: BurnBackend>(
+    dir: &Path,
+    env: &EnvTarget,
+    split: Split,
+    episodes: Option<usize>,
+    settings: &RolloutSettings,
+    wasm: bool,
+    device: &B::Device,
+) -> anyhow::Result<Comparison> {
     let loaded = pretrained::load::<B>(&dir.display().to_string(), device)?;
     let (model, tokenizer) = (loaded.model.for_inference(), loaded.tokenizer);
     let mut settings = *settings;
     if loaded.info.format != "checkpoint" {
         settings.max_context = loaded.config.context_length;
     }
-    let settings = &settings;
     let backend = if wasm { Backend::Wasm } else { Backend::Native };
     let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
     let envs = env_batch(env, backend, seeds.len().clamp(1, 64))?;
-    let mut engine = RolloutEngine::new(envs, 2, tokenizer, *settings)?;
+    let mut engine = RolloutEngine::new(envs, 2, tokenizer, settings)?;
     let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
-    let baseline = match crate::agents::baseline(&env.id()?) {
-        Some(_) => Some(baseline_report(&baseline_episodes(env, seeds, &options)?)),
-        None => None,
-    };
     Ok(Comparison {
         policy,
-        baseline,
+        baseline: None,
         played,
         options,
         tokenizer: engine.tokenizer().clone(),
@@ -100,7 +117,7 @@ pub fn compare_pair<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<PairedComparison> {
-    let a = compare::<B>(dirs[0], env, split, episodes, settings, wasm, device)?;
+    let a = play_policy::<B>(dirs[0], env, split, episodes, settings, wasm, device)?;
     let b = compare::<B>(dirs[1], env, split, episodes, settings, wasm, device)?;
     let paired = Paired::of(&a.policy.outcomes, &b.policy.outcomes)?;
     Ok(PairedComparison {
@@ -181,8 +198,17 @@ pub fn closing<B: BurnBackend>(
     let target = run.run.target();
     let settings = crate::trainer::rollout_settings(&run.train);
     let wasm = run.run.backend == crate::Backend::Wasm;
-    let eval = |dir: &Path| compare::<B>(dir, &target, split, episodes, &settings, wasm, device);
-    let trained = eval(&crate::trainer::policy_dir(out))?;
+    let eval =
+        |dir: &Path| play_policy::<B>(dir, &target, split, episodes, &settings, wasm, device);
+    let trained = compare::<B>(
+        &crate::trainer::policy_dir(out),
+        &target,
+        split,
+        episodes,
+        &settings,
+        wasm,
+        device,
+    )?;
     // The episodes the table counts, for the dashboard.
     crate::trainer::write_episode_log(
         out,

@@ -58,6 +58,20 @@ enum Kind {
     Other,
 }
 
+/// The columns of `table` in `image`, with their kinds.
+fn columns(image: &Image, table: &str) -> Vec<Col> {
+    image.items[table]
+        .schema
+        .column_defs
+        .iter()
+        .flatten()
+        .map(|c| Col {
+            name: c.name.clone(),
+            kind: kind(&c.data_type),
+        })
+        .collect()
+}
+
 fn kind(t: &DataType) -> Kind {
     use DataType::*;
     match t {
@@ -82,16 +96,7 @@ pub fn self_tasks(
     tables.sort();
     let mut out = Vec::new();
     for (t_index, table) in tables.iter().enumerate() {
-        let cols: Vec<Col> = image.items[*table]
-            .schema
-            .column_defs
-            .iter()
-            .flatten()
-            .map(|c| Col {
-                name: c.name.clone(),
-                kind: kind(&c.data_type),
-            })
-            .collect();
+        let cols = columns(image, table);
         let mut rng = SplitMix64::new(config.seed ^ (t_index as u64).wrapping_mul(0x9E37_79B9));
         let writer = Writer {
             image,
@@ -241,10 +246,11 @@ impl Writer<'_> {
     /// A categorical text column (2 to 60 distinct values) and one of its values.
     fn category(&self, rng: &mut SplitMix64) -> Option<(&Col, String)> {
         let label = self.label().map(|c| c.name.clone());
-        let mut candidates: Vec<(&Col, Vec<String>)> = self
-            .of_kind(Kind::Text)
+        let texts = self.of_kind(Kind::Text);
+        let only = texts.len() == 1;
+        let mut candidates: Vec<(&Col, Vec<String>)> = texts
             .into_iter()
-            .filter(|c| Some(&c.name) != label.as_ref() || self.of_kind(Kind::Text).len() == 1)
+            .filter(|c| only || Some(&c.name) != label.as_ref())
             .map(|c| (c, self.values(&c.name)))
             .filter(|(_, v)| (2..=60).contains(&v.len()) && 2 * v.len() <= self.rows())
             .collect();
@@ -443,16 +449,7 @@ fn join_count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, b
             if !names_table(stem, other) {
                 continue;
             }
-            let other_cols: Vec<Col> = w.image.items[other.as_str()]
-                .schema
-                .column_defs
-                .iter()
-                .flatten()
-                .map(|c| Col {
-                    name: c.name.clone(),
-                    kind: kind(&c.data_type),
-                })
-                .collect();
+            let other_cols = columns(w.image, other);
             let key = if other_cols.iter().any(|c| c.name == col.name) {
                 col.name.clone()
             } else if other_cols.iter().any(|c| c.name == "id") {
