@@ -12,6 +12,7 @@ use sandgym_env_api::{
 };
 
 use crate::engine::{self, Image, Outcome, RunError};
+use crate::curriculum::Curriculum;
 use crate::self_tasks::SelfTasks;
 use crate::tasks::{Task, TaskSet};
 
@@ -78,6 +79,10 @@ pub struct SqlConfig {
     /// in [`SelfTasks::test_every`] held out as the test split), with their defaults when
     /// this is absent.
     pub self_tasks: Option<SelfTasks>,
+    /// A multi-schema curriculum ([`Curriculum`]): generated databases whose written tasks
+    /// are added to the others (train tasks, or test tasks for its last
+    /// [`Curriculum::test_databases`]).
+    pub curriculum: Option<Curriculum>,
 }
 
 impl SqlConfig {

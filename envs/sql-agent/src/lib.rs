@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod baseline;
+mod curriculum;
 mod data;
 pub mod ddl;
 mod engine;
@@ -43,12 +44,13 @@ mod task_source;
 mod tasks;
 
 pub use baseline::SqlBaseline;
+pub use curriculum::{Curriculum, CurriculumDb, MAX_CURRICULUM_DATABASES, curriculum_db};
 pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };
-pub use self_tasks::SelfTasks;
+pub use self_tasks::{SelfTasks, Vocabulary};
 pub use synthetic::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, SyntheticDb, synthetic_db};
 pub use tasks::{Task, TaskSet, bundled as bundled_tasks};

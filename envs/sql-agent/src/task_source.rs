@@ -8,7 +8,8 @@ use sandgym_env_api::{EnvError, Result};
 
 use crate::SqlConfig;
 use crate::engine::{self, Image};
-use crate::self_tasks::{SelfTasks, self_tasks};
+use crate::curriculum::{MAX_CURRICULUM_DATABASES, curriculum_db};
+use crate::self_tasks::{self, SelfTasks, self_tasks};
 use crate::tasks::{self, TaskSet};
 
 /// The tasks `config` names ([`SqlConfig::task_set`]) and the built image of every database
@@ -26,6 +27,7 @@ pub(crate) fn task_set_and_images(
         images.insert(name.clone(), image);
     }
     add_written(config, &mut tasks, &images)?;
+    add_curriculum(config, &mut tasks, &mut images)?;
     Ok((tasks, images))
 }
 
@@ -33,7 +35,7 @@ pub(crate) fn task_set_and_images(
 /// with them, the set is remembered for the last configuration asked (a demonstrator is made
 /// per episode, and writing tasks builds and queries every database).
 pub(crate) fn task_set(config: &SqlConfig) -> Result<TaskSet> {
-    if writing(config).is_none() {
+    if writing(config).is_none() && config.curriculum.is_none() {
         return declared(config);
     }
     static LAST: std::sync::Mutex<Option<(String, TaskSet)>> = std::sync::Mutex::new(None);
@@ -117,6 +119,64 @@ fn add_written(
             });
         }
         tasks.tasks.extend(written);
+    }
+    Ok(())
+}
+
+/// Adds the curriculum's databases ([`SqlConfig::curriculum`]), built into `images`, and the
+/// tasks written from each to `tasks`.
+fn add_curriculum(
+    config: &SqlConfig,
+    tasks: &mut TaskSet,
+    images: &mut BTreeMap<String, Image>,
+) -> Result<()> {
+    let Some(c) = &config.curriculum else {
+        return Ok(());
+    };
+    if c.databases > MAX_CURRICULUM_DATABASES || c.test_databases > c.databases {
+        return Err(EnvError::InvalidConfig {
+            reason: format!(
+                "sql-agent: curriculum: {} databases with {} for test (at most {MAX_CURRICULUM_DATABASES}, and no more for test than in all)",
+                c.databases, c.test_databases
+            ),
+        });
+    }
+    let settings = SelfTasks {
+        per_table: c.per_table,
+        seed: c.seed,
+        test_every: 0,
+    };
+    for i in 0..c.databases {
+        let db = curriculum_db(c.seed, i);
+        if tasks.databases.contains_key(&db.name) {
+            return Err(EnvError::InvalidConfig {
+                reason: format!(
+                    "sql-agent: a database of the configuration is named `{}`, as one of the curriculum's",
+                    db.name
+                ),
+            });
+        }
+        let image = engine::build(&db.script).map_err(|e| EnvError::InvalidConfig {
+            reason: format!("curriculum database `{}` does not build: {e}", db.name),
+        })?;
+        let test = i >= c.databases - c.test_databases;
+        let mut written = self_tasks::write(
+            &db.name,
+            &image,
+            &settings,
+            config.rows_budget(),
+            false,
+            &db.vocabulary,
+        );
+        for t in &mut written {
+            t.id = format!("{}-{}", db.name, t.id.rsplit_once("-self-").map_or(t.id.as_str(), |x| x.1));
+            if test {
+                t.split = sandgym_env_api::Split::Test;
+            }
+        }
+        tasks.tasks.extend(written);
+        tasks.databases.insert(db.name.clone(), db.script);
+        images.insert(db.name, image);
     }
     Ok(())
 }

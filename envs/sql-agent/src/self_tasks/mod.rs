@@ -17,8 +17,13 @@ use gluesql::core::ast::DataType;
 use sandgym_env_api::{Split, SplitMix64};
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::engine::{self, Image};
 use crate::tasks::Task;
+
+mod joins;
+mod shapes;
 
 /// How many tasks to write and how (`"self_tasks"` in the env configuration).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +87,18 @@ fn kind(t: &DataType) -> Kind {
     }
 }
 
+/// How people say a database's tables and columns, when it differs from their names: a
+/// question says "clients" or "people" for table `customers`, "cost" for column `price`.
+/// Empty for a user's database (names are then said as written, [`spoken`]); the curriculum's
+/// databases bring theirs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Vocabulary {
+    /// Words for a table's rows, by table name.
+    pub tables: BTreeMap<String, Vec<String>>,
+    /// Words for a column, by `table.column`.
+    pub columns: BTreeMap<String, Vec<String>>,
+}
+
 /// The tasks `config` writes for database `database` (built as `image`), validated: every
 /// gold query runs under `max_rows_read` and returns rows. Ids are
 /// `{database}-self-{table}-{n}`.
@@ -91,6 +108,25 @@ pub fn self_tasks(
     config: &SelfTasks,
     max_rows_read: u64,
     test_split: bool,
+) -> Vec<Task> {
+    write(
+        database,
+        image,
+        config,
+        max_rows_read,
+        test_split,
+        &Vocabulary::default(),
+    )
+}
+
+/// [`self_tasks`] with the words of `vocabulary` for tables and columns.
+pub(crate) fn write(
+    database: &str,
+    image: &Image,
+    config: &SelfTasks,
+    max_rows_read: u64,
+    test_split: bool,
+    vocabulary: &Vocabulary,
 ) -> Vec<Task> {
     let mut tables: Vec<&String> = image.items.keys().collect();
     tables.sort();
@@ -104,13 +140,19 @@ pub fn self_tasks(
             cols: &cols,
             tables: &tables,
             budget: max_rows_read,
+            vocabulary,
         };
         let mut written: Vec<(String, String, bool, &'static str)> = Vec::new();
-        // Rounds over the shapes, each drawing other values and phrasings, until the table
-        // has its tasks or a round adds none.
+        // Rounds over the shapes (in an order drawn per round, so a table with few tasks
+        // still gets a mix), each drawing other values and phrasings, until the table has its
+        // tasks or a round adds none.
         for _round in 0..ROUNDS {
             let before = written.len();
-            for shape in SHAPES {
+            let mut order: Vec<usize> = (0..SHAPES.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            for shape in order.into_iter().map(|i| &SHAPES[i]) {
                 if written.len() >= config.per_table {
                     break;
                 }
@@ -152,31 +194,46 @@ struct Writer<'a> {
     cols: &'a [Col],
     tables: &'a [&'a String],
     budget: u64,
+    vocabulary: &'a Vocabulary,
 }
+
+/// A question, its gold query, and whether the rows' order counts.
+type Written = (String, String, bool);
 
 type Shape = (
     &'static str,
-    fn(&Writer<'_>, &mut SplitMix64) -> Option<(String, String, bool)>,
+    fn(&Writer<'_>, &mut SplitMix64) -> Option<Written>,
 );
 
 /// Rounds over [`SHAPES`] per table.
 const ROUNDS: usize = 3;
 
-/// The shapes, in the order they are tried (each at most once per table).
-const SHAPES: [Shape; 9] = [
-    ("count", count),
-    ("count-where", count_where),
-    ("list-where", list_where),
-    ("aggregate", aggregate),
-    ("threshold", threshold),
-    ("group-count", group_count),
-    ("top", top),
-    ("join-count", join_count),
-    ("max-of", max_of),
+/// The shapes (each at most once per table and round).
+const SHAPES: [Shape; 20] = [
+    ("count", shapes::count),
+    ("count-where", shapes::count_where),
+    ("count-two", shapes::count_two),
+    ("list-where", shapes::list_where),
+    ("distinct", shapes::distinct),
+    ("aggregate", shapes::aggregate),
+    ("max-of", shapes::max_of),
+    ("threshold", shapes::threshold),
+    ("above-average", shapes::above_average),
+    ("null-count", shapes::null_count),
+    ("group-count", shapes::group_count),
+    ("group-aggregate", shapes::group_aggregate),
+    ("having", shapes::having),
+    ("top", shapes::top),
+    ("product-sum", shapes::product_sum),
+    ("join-count", joins::join_count),
+    ("join-list", joins::join_list),
+    ("join-group", joins::join_group),
+    ("join-aggregate", joins::join_aggregate),
+    ("two-joins", joins::two_joins),
 ];
 
 /// A name as a person says it: `unit_price` → "unit price", `firstName` → "first name".
-fn spoken(name: &str) -> String {
+pub(crate) fn spoken(name: &str) -> String {
     let mut out = String::new();
     let mut prev_lower = false;
     for ch in name.chars() {
@@ -272,9 +329,73 @@ impl Writer<'_> {
         (!numbers.is_empty()).then(|| numbers[rng.below(numbers.len() as u64) as usize])
     }
 
-    fn things(&self) -> String {
-        spoken(self.table)
+    /// How the question names this table's rows: a word of the vocabulary, or its name as
+    /// said.
+    fn things(&self, rng: &mut SplitMix64) -> String {
+        match self.vocabulary.tables.get(self.table) {
+            Some(words) if !words.is_empty() => words[rng.below(words.len() as u64) as usize].clone(),
+            _ => spoken(self.table),
+        }
     }
+
+    /// How the question names column `col` of this table.
+    fn said(&self, col: &str, rng: &mut SplitMix64) -> String {
+        match self.vocabulary.columns.get(&format!("{}.{col}", self.table)) {
+            Some(words) if !words.is_empty() => words[rng.below(words.len() as u64) as usize].clone(),
+            _ => spoken(col),
+        }
+    }
+
+    /// The writer for another table of the same database.
+    fn other<'b>(&'b self, table: &'b str, cols: &'b [Col]) -> Writer<'b> {
+        Writer {
+            image: self.image,
+            table,
+            cols,
+            tables: self.tables,
+            budget: self.budget,
+            vocabulary: self.vocabulary,
+        }
+    }
+
+    /// This table's references: each `…_id` column that names another table, with that
+    /// table's key of the same name or its `id`.
+    fn links(&self) -> Vec<Link> {
+        let mut out = Vec::new();
+        for col in self.cols.iter().filter(|c| c.name.to_lowercase().ends_with("_id")) {
+            let Some(stem) = col.name.get(..col.name.len().saturating_sub(3)) else {
+                continue;
+            };
+            for other in self.tables.iter().filter(|o| o.as_str() != self.table) {
+                if !names_table(stem, other) {
+                    continue;
+                }
+                let other_cols = columns(self.image, other);
+                let key = if other_cols.iter().any(|c| c.name == col.name) {
+                    col.name.clone()
+                } else if other_cols.iter().any(|c| c.name == "id") {
+                    "id".to_owned()
+                } else {
+                    continue;
+                };
+                out.push(Link {
+                    fk: col.name.clone(),
+                    table: (*other).clone(),
+                    key,
+                    cols: other_cols,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A reference from one table to another: `{this}.{fk} = {table}.{key}`.
+struct Link {
+    fk: String,
+    table: String,
+    key: String,
+    cols: Vec<Col>,
 }
 
 /// A date or time (`1993-02-08`, `2015-01-01 09:00:00`): not a category a person filters by
@@ -288,199 +409,6 @@ fn looks_like_date(v: &str) -> bool {
 fn is_key(name: &str) -> bool {
     let lower = name.to_lowercase();
     lower == "id" || lower.ends_with("_id") || (name.ends_with("Id") && name.len() > 2)
-}
-
-fn count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let t = w.things();
-    let q = match pick(rng, &["a", "b", "c"]) {
-        "a" => format!("How many {t} are there?"),
-        "b" => format!("Count the {t}."),
-        _ => format!("What is the number of {t}?"),
-    };
-    Some((q, format!("SELECT COUNT(*) FROM {}", w.table), false))
-}
-
-fn count_where(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let (col, value) = w.category(rng)?;
-    let (t, c) = (w.things(), spoken(&col.name));
-    let q = match pick(rng, &["a", "b", "c"]) {
-        "a" => format!("How many {t} have {c} {value}?"),
-        "b" => format!("Count the {t} whose {c} is {value}."),
-        _ => format!("Number of {t} with {c} {value}?"),
-    };
-    let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE {} = '{value}'",
-        w.table, col.name
-    );
-    Some((q, sql, false))
-}
-
-fn list_where(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let label = w.label()?;
-    let (col, value) = w.category(rng)?;
-    if col.name == label.name {
-        return None;
-    }
-    let (t, c, l) = (w.things(), spoken(&col.name), spoken(&label.name));
-    let q = match pick(rng, &["a", "b", "c"]) {
-        "a" => format!("List the {l} of the {t} whose {c} is {value}."),
-        "b" => format!("Which {t} have {c} {value}? Give their {l}."),
-        _ => format!("What are the {l}s of {t} with {c} {value}?"),
-    };
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {} = '{value}'",
-        label.name, w.table, col.name
-    );
-    Some((q, sql, false))
-}
-
-fn aggregate(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let col = w.number(rng)?;
-    let (t, c) = (w.things(), spoken(&col.name));
-    let (agg, q) = match pick(rng, &["avg", "sum", "min"]) {
-        "avg" => ("AVG", format!("What is the average {c} of the {t}?")),
-        "sum" => ("SUM", format!("What is the total {c} over all {t}?")),
-        _ => ("MIN", format!("What is the lowest {c} among the {t}?")),
-    };
-    Some((
-        q,
-        format!("SELECT {agg}({}) FROM {}", col.name, w.table),
-        false,
-    ))
-}
-
-fn max_of(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let col = w.number(rng)?;
-    let (t, c) = (w.things(), spoken(&col.name));
-    let q = match pick(rng, &["a", "b"]) {
-        "a" => format!("What is the highest {c} of any of the {t}?"),
-        _ => format!("Find the largest {c} among the {t}."),
-    };
-    Some((
-        q,
-        format!("SELECT MAX({}) FROM {}", col.name, w.table),
-        false,
-    ))
-}
-
-fn threshold(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let col = w.number(rng)?;
-    // A whole number from the column's own values (their median, rounded down).
-    let sql = format!(
-        "SELECT {c} FROM {t} WHERE {c} IS NOT NULL ORDER BY {c}",
-        c = col.name,
-        t = w.table
-    );
-    let values = engine::query(w.image, &sql, w.budget).ok()?.rows;
-    let middle = values.get(values.len() / 2)?.first()?;
-    let n = middle.parse::<f64>().ok()?.floor();
-    if !n.is_finite() || n.abs() > 1e12 {
-        return None;
-    }
-    let n = n as i64;
-    let (t, c) = (w.things(), spoken(&col.name));
-    let (op, q) = match pick(rng, &["gt", "lt"]) {
-        "gt" => (">", format!("How many {t} have a {c} greater than {n}?")),
-        _ => ("<", format!("How many {t} have a {c} below {n}?")),
-    };
-    let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE {} {op} {n}",
-        w.table, col.name
-    );
-    Some((q, sql, false))
-}
-
-fn group_count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let (col, _) = w.category(rng)?;
-    let (t, c) = (w.things(), spoken(&col.name));
-    let q = match pick(rng, &["a", "b"]) {
-        "a" => format!("How many {t} are there for each {c}?"),
-        _ => format!("Count the {t} per {c}."),
-    };
-    let sql = format!(
-        "SELECT {c}, COUNT(*) FROM {t} GROUP BY {c}",
-        c = col.name,
-        t = w.table
-    );
-    Some((q, sql, false))
-}
-
-fn top(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    let label = w.label()?;
-    let col = w.number(rng)?;
-    let k = 3;
-    // Only when the top k are not tied with the next one (else the answer is not unique).
-    let check = format!(
-        "SELECT {c} FROM {t} WHERE {c} IS NOT NULL ORDER BY {c} DESC LIMIT {n}",
-        c = col.name,
-        t = w.table,
-        n = k + 1
-    );
-    let rows = engine::query(w.image, &check, w.budget).ok()?.rows;
-    if rows.len() <= k || rows[k - 1] == rows[k] {
-        return None;
-    }
-    let (t, c, l) = (w.things(), spoken(&col.name), spoken(&label.name));
-    let q = match pick(rng, &["a", "b"]) {
-        "a" => format!("Which {k} {t} have the highest {c}? Give their {l}."),
-        _ => format!("List the {l} of the {k} {t} with the largest {c}, largest first."),
-    };
-    let sql = format!(
-        "SELECT {l} FROM {t} WHERE {c} IS NOT NULL ORDER BY {c} DESC LIMIT {k}",
-        l = label.name,
-        t = w.table,
-        c = col.name
-    );
-    Some((q, sql, true))
-}
-
-/// A count over a join along a `…_id` column of this table to the table it names (that
-/// table's own key of the same name, or its `id`), filtered on a category of the other table.
-fn join_count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<(String, String, bool)> {
-    for col in w
-        .cols
-        .iter()
-        .filter(|c| c.name.to_lowercase().ends_with("_id"))
-    {
-        let Some(stem) = col.name.get(..col.name.len().saturating_sub(3)) else {
-            continue;
-        };
-        for other in w.tables.iter().filter(|o| o.as_str() != w.table) {
-            if !names_table(stem, other) {
-                continue;
-            }
-            let other_cols = columns(w.image, other);
-            let key = if other_cols.iter().any(|c| c.name == col.name) {
-                col.name.clone()
-            } else if other_cols.iter().any(|c| c.name == "id") {
-                "id".to_owned()
-            } else {
-                continue;
-            };
-            let o = Writer {
-                image: w.image,
-                table: other,
-                cols: &other_cols,
-                tables: w.tables,
-                budget: w.budget,
-            };
-            let (ocol, value) = o.category(rng)?;
-            let (t, c, ot) = (w.things(), spoken(&ocol.name), o.things());
-            let q = match pick(rng, &["a", "b"]) {
-                "a" => format!("How many {t} belong to {ot} whose {c} is {value}?"),
-                _ => format!("Count the {t} of {ot} with {c} {value}."),
-            };
-            let sql = format!(
-                "SELECT COUNT(*) FROM {t} JOIN {o} ON {t}.{fk} = {o}.{key} WHERE {o}.{oc} = '{value}'",
-                t = w.table,
-                o = other,
-                fk = col.name,
-                oc = ocol.name
-            );
-            return Some((q, sql, false));
-        }
-    }
-    None
 }
 
 /// Whether `stem` (of a `stem_id` column) names `table`: equal, or its plural.
