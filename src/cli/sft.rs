@@ -54,10 +54,23 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<ExitCode> {
     let target = args.env.target()?;
+    // The preset follows the checkpoint continued from, as in `train --init`: a pretrained
+    // model's (its demonstrations, epochs and LoRA-sized rate) when it records a base.
+    let base = match &args.init {
+        Some(dir) => checkpoint::read_config(&policy_dir(dir))?.base,
+        None => None,
+    };
+    let preset_model = match base {
+        Some(base) => sandgym::training::ModelChoice {
+            model: Some(base.source),
+            lora_rank: 0,
+        },
+        None => sandgym::training::ModelChoice::tiny(),
+    };
     let mut config = sandgym::training::settings(
         &target.id()?,
         Algo::Grpo,
-        &sandgym::training::ModelChoice::tiny(),
+        &preset_model,
         None,
         None,
         Some(args.seed),

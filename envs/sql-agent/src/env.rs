@@ -11,8 +11,8 @@ use sandgym_env_api::{
     Result, Schema, ToolSpec, begin_step,
 };
 
-use crate::engine::{self, Image, Outcome, RunError};
 use crate::curriculum::Curriculum;
+use crate::engine::{self, Image, Outcome, RunError};
 use crate::self_tasks::SelfTasks;
 use crate::tasks::{Task, TaskSet};
 
@@ -409,17 +409,22 @@ impl Catalog {
     }
 
     /// The answer's shape for one episode: this database's tables and columns, string literals
-    /// from the question's words that are values of the database (every span when none is),
-    /// and numbers from the question — derived from the question and the database (which the
-    /// agent can query), never from the gold query.
+    /// from the question's words that are text values of the database or dates
+    /// (`2021-01-01`; every span only for a database without text values), and numbers from
+    /// the question — derived from the question and the database (which the agent can query),
+    /// never from the gold query. A question that names no value of the database gets no
+    /// string literal to write (a span such as 'the oldest album' compared with a column is
+    /// never an answer).
     fn episode_schema(&self, task: &Task) -> Schema {
         let spans = crate::question_literals(&task.question);
-        let linked: Vec<String> = spans
-            .iter()
-            .filter(|s| self.values.contains(*s))
-            .cloned()
-            .collect();
-        let strings = if linked.is_empty() { spans } else { linked };
+        let strings: Vec<String> = if self.values.is_empty() {
+            spans
+        } else {
+            spans
+                .into_iter()
+                .filter(|s| self.values.contains(s) || crate::self_tasks::looks_like_date(s))
+                .collect()
+        };
         let numbers = crate::question_numbers(&task.question);
         Schema::string()
             .with_length(1, MAX_QUERY_CHARS)

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use sandgym_env_api::{EnvError, Result};
 
 use crate::SqlConfig;
-use crate::engine::{self, Image};
 use crate::curriculum::{MAX_CURRICULUM_DATABASES, curriculum_db};
+use crate::engine::{self, Image};
 use crate::self_tasks::{self, SelfTasks, self_tasks};
 use crate::tasks::{self, TaskSet};
 
@@ -169,7 +169,11 @@ fn add_curriculum(
             &db.vocabulary,
         );
         for t in &mut written {
-            t.id = format!("{}-{}", db.name, t.id.rsplit_once("-self-").map_or(t.id.as_str(), |x| x.1));
+            t.id = format!(
+                "{}-{}",
+                db.name,
+                t.id.rsplit_once("-self-").map_or(t.id.as_str(), |x| x.1)
+            );
             if test {
                 t.split = sandgym_env_api::Split::Test;
             }

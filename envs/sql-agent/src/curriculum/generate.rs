@@ -73,7 +73,10 @@ pub fn curriculum_db(seed: u64, index: usize) -> CurriculumDb {
                 .filter(|(t, _)| !taken.contains(*t))
                 .collect();
             let (table, singular) = match free.is_empty() {
-                true => (format!("{}_{i}", entity.names[0].0), entity.names[0].1.to_owned()),
+                true => (
+                    format!("{}_{i}", entity.names[0].0),
+                    entity.names[0].1.to_owned(),
+                ),
                 false => {
                     let (t, s) = free[rng.below(free.len() as u64) as usize];
                     ((*t).to_owned(), (*s).to_owned())
@@ -201,11 +204,7 @@ fn write_table(
     let _ = writeln!(script, "CREATE TABLE {} ({});", d.table, ddl.join(", "));
     let ref_values: Vec<Vec<usize>> = refs
         .iter()
-        .map(|(_, n)| {
-            (0..d.rows)
-                .map(|_| skewed(*n, rng))
-                .collect::<Vec<usize>>()
-        })
+        .map(|(_, n)| (0..d.rows).map(|_| skewed(*n, rng)).collect::<Vec<usize>>())
         .collect();
     let mut header: Vec<&str> = vec![d.key.as_str()];
     header.extend(cols.iter().map(|c| c.name.as_str()));
@@ -260,11 +259,7 @@ fn value(g: Gen, rng: &mut SplitMix64) -> String {
         }
         Gen::Date(lo, hi) => {
             let year = lo + rng.below((hi - lo + 1) as u64) as i32;
-            return format!(
-                "'{year}-{:02}-{:02}'",
-                1 + rng.below(12),
-                1 + rng.below(28)
-            );
+            return format!("'{year}-{:02}-{:02}'", 1 + rng.below(12), 1 + rng.below(28));
         }
     };
     format!("'{}'", text.replace('\'', "''"))

@@ -92,14 +92,32 @@ mod tests {
             let n = image.items.len();
             tables_seen = (tables_seen.0.min(n), tables_seen.1.max(n));
             assert!((3..=12).contains(&n), "{}: {n} tables", db.name);
-            schemas.insert(db.script.lines().filter(|l| l.starts_with("CREATE")).collect::<Vec<_>>().join("\n"));
+            schemas.insert(
+                db.script
+                    .lines()
+                    .filter(|l| l.starts_with("CREATE"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            );
             let settings = SelfTasks {
                 per_table: 6,
                 seed: 7,
                 test_every: 0,
             };
-            let tasks = write(&db.name, &image, &settings, 1_000_000, false, &db.vocabulary);
-            assert!(tasks.len() >= 3 * n.min(4), "{}: {} tasks", db.name, tasks.len());
+            let tasks = write(
+                &db.name,
+                &image,
+                &settings,
+                1_000_000,
+                false,
+                &db.vocabulary,
+            );
+            assert!(
+                tasks.len() >= 3 * n.min(4),
+                "{}: {} tasks",
+                db.name,
+                tasks.len()
+            );
             for t in &tasks {
                 let o = engine::query(&image, &t.gold_sql, 1_000_000).unwrap();
                 assert!(!o.rows.is_empty(), "{}", t.gold_sql);
@@ -111,7 +129,14 @@ mod tests {
         }
         assert_eq!(schemas.len(), 30, "every database has its own schema");
         assert!(tables_seen.1 >= 8, "{tables_seen:?}");
-        for shape in ["self-two-joins", "self-having", "self-null-count", "self-join-group", "self-above-average", "self-distinct"] {
+        for shape in [
+            "self-two-joins",
+            "self-having",
+            "self-null-count",
+            "self-join-group",
+            "self-above-average",
+            "self-distinct",
+        ] {
             assert!(intents.contains(shape), "{shape} missing from {intents:?}");
         }
     }

@@ -143,9 +143,18 @@ pub(super) fn join_aggregate(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Wri
     } = linked_category(w, &links, rng)?;
     let (t, n) = (w.things(rng), w.said(&num.name, rng));
     let (agg, q) = match pick(rng, &["avg", "sum", "max"]) {
-        "avg" => ("AVG", format!("What is the average {n} of {t} whose {ot} have {c} {value}?")),
-        "sum" => ("SUM", format!("What is the total {n} of the {t} of {ot} with {c} {value}?")),
-        _ => ("MAX", format!("Among {t} linked to {ot} with {c} {value}, what is the highest {n}?")),
+        "avg" => (
+            "AVG",
+            format!("What is the average {n} of {t} whose {ot} have {c} {value}?"),
+        ),
+        "sum" => (
+            "SUM",
+            format!("What is the total {n} of the {t} of {ot} with {c} {value}?"),
+        ),
+        _ => (
+            "MAX",
+            format!("Among {t} linked to {ot} with {c} {value}, what is the highest {n}?"),
+        ),
     };
     let sql = format!(
         "SELECT {agg}({}.{}) FROM {} WHERE {}.{col} = '{value}'",
@@ -180,7 +189,10 @@ pub(super) fn two_joins(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written>
     let t = w.things(rng);
     let q = match pick(rng, &["a", "b"]) {
         "a" => format!("How many {t} are there whose {gt} have {c} {value}?"),
-        _ => format!("Count the {t} connected (through their {}) to {gt} with {c} {value}.", middle.things(rng)),
+        _ => format!(
+            "Count the {t} connected (through their {}) to {gt} with {c} {value}.",
+            middle.things(rng)
+        ),
     };
     let sql = format!(
         "SELECT COUNT(*) FROM {} JOIN {g} ON {m}.{fk} = {g}.{key} WHERE {g}.{col} = '{value}'",

@@ -333,15 +333,23 @@ impl Writer<'_> {
     /// said.
     fn things(&self, rng: &mut SplitMix64) -> String {
         match self.vocabulary.tables.get(self.table) {
-            Some(words) if !words.is_empty() => words[rng.below(words.len() as u64) as usize].clone(),
+            Some(words) if !words.is_empty() => {
+                words[rng.below(words.len() as u64) as usize].clone()
+            }
             _ => spoken(self.table),
         }
     }
 
     /// How the question names column `col` of this table.
     fn said(&self, col: &str, rng: &mut SplitMix64) -> String {
-        match self.vocabulary.columns.get(&format!("{}.{col}", self.table)) {
-            Some(words) if !words.is_empty() => words[rng.below(words.len() as u64) as usize].clone(),
+        match self
+            .vocabulary
+            .columns
+            .get(&format!("{}.{col}", self.table))
+        {
+            Some(words) if !words.is_empty() => {
+                words[rng.below(words.len() as u64) as usize].clone()
+            }
             _ => spoken(col),
         }
     }
@@ -362,7 +370,11 @@ impl Writer<'_> {
     /// table's key of the same name or its `id`.
     fn links(&self) -> Vec<Link> {
         let mut out = Vec::new();
-        for col in self.cols.iter().filter(|c| c.name.to_lowercase().ends_with("_id")) {
+        for col in self
+            .cols
+            .iter()
+            .filter(|c| c.name.to_lowercase().ends_with("_id"))
+        {
             let Some(stem) = col.name.get(..col.name.len().saturating_sub(3)) else {
                 continue;
             };
@@ -400,7 +412,7 @@ struct Link {
 
 /// A date or time (`1993-02-08`, `2015-01-01 09:00:00`): not a category a person filters by
 /// as written.
-fn looks_like_date(v: &str) -> bool {
+pub(crate) fn looks_like_date(v: &str) -> bool {
     let b = v.as_bytes();
     b.len() >= 10 && b[4] == b'-' && b[7] == b'-' && b[..4].iter().all(u8::is_ascii_digit)
 }

@@ -236,9 +236,15 @@ pub(super) fn group_aggregate(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Wr
     let t = w.things(rng);
     let (c, n) = (w.said(&cat.name, rng), w.said(&num.name, rng));
     let (agg, q) = match pick(rng, &["avg", "sum", "max"]) {
-        "avg" => ("AVG", format!("What is the average {n} of the {t} for each {c}?")),
+        "avg" => (
+            "AVG",
+            format!("What is the average {n} of the {t} for each {c}?"),
+        ),
         "sum" => ("SUM", format!("Give the total {n} of the {t} per {c}.")),
-        _ => ("MAX", format!("For each {c}, what is the highest {n} among the {t}?")),
+        _ => (
+            "MAX",
+            format!("For each {c}, what is the highest {n} among the {t}?"),
+        ),
     };
     let sql = format!(
         "SELECT {c}, {agg}({n}) FROM {t} GROUP BY {c}",
@@ -334,9 +340,6 @@ pub(super) fn product_sum(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Writte
         "a" => format!("What is the sum of {ca} times {cb} over all {t}?"),
         _ => format!("For each of the {t}, multiply its {ca} by its {cb}; what is the total?"),
     };
-    let sql = format!(
-        "SELECT SUM({} * {}) FROM {}",
-        a.name, b.name, w.table
-    );
+    let sql = format!("SELECT SUM({} * {}) FROM {}", a.name, b.name, w.table);
     Some((q, sql, false))
 }

@@ -282,3 +282,78 @@ fn execution_match_grades_answers_and_composes_as_a_reward() {
     }
     assert!(partial > 0, "no task gave partial credit");
 }
+
+/// A curriculum adds its generated databases and their written tasks to the bundled ones: the
+/// last `test_databases` databases' tasks are test tasks (schemas never trained on), every
+/// gold answer earns success, and an absurd size is a clear error.
+#[test]
+fn the_curriculum_adds_databases_whose_written_tasks_answer() {
+    let config = |c: serde_json::Value| {
+        SqlAgentEnv::from_config(json!({ "curriculum": c }).as_object().unwrap())
+    };
+    let mut env = config(json!({"databases": 6, "test_databases": 2, "seed": 3})).unwrap();
+    let bundled = sandgym_env_sql::bundled_tasks().tasks.len();
+    let tasks = env.tasks().clone();
+    let written: Vec<_> = tasks.tasks.iter().skip(bundled).collect();
+    assert!(written.len() >= 6 * 12, "{}", written.len());
+    let dbs: std::collections::BTreeSet<&str> =
+        written.iter().map(|t| t.database.as_str()).collect();
+    assert_eq!(dbs.len(), 6, "{dbs:?}");
+    let first = sandgym_env_sql::curriculum_db(3, 0);
+    assert!(dbs.contains(first.name.as_str()));
+    // Test tasks: the bundled test split and the last two databases' tasks, no other.
+    for t in &written {
+        let last_two = t.database.starts_with("cur4_") || t.database.starts_with("cur5_");
+        assert_eq!(t.split == Split::Test, last_two, "{}", t.id);
+    }
+    for t in written.iter().step_by(7) {
+        let obs = env
+            .reset(0, &ResetOptions::split(t.split).with_task(t.id.clone()))
+            .unwrap();
+        assert!(obs.content.contains(&t.question), "{}", obs.content);
+        env.step(&Action::respond(t.gold_sql.clone())).unwrap();
+        assert_eq!(env.observe().info["success"], json!(true), "{}", t.id);
+    }
+    for (bad, needle) in [
+        (
+            json!({"databases": 100_000}),
+            "curriculum: 100000 databases",
+        ),
+        (
+            json!({"databases": 2, "test_databases": 3}),
+            "no more for test",
+        ),
+        (json!({"tables": 3}), "unknown field `tables`"),
+    ] {
+        let err = config(bad.clone()).unwrap_err().to_string();
+        assert!(err.contains(needle), "{bad}: {err}");
+    }
+}
+
+/// The narrowing's string literals are the question's spans that are text values of the
+/// database, or dates; a question naming none gets no literal to write (not every span of it).
+#[test]
+fn string_literals_are_the_databases_values_and_dates_named_in_the_question() {
+    let tasks = r#"{"id": "a", "database": "p", "question": "How many of the dog pets were born after 2020-06-01?", "gold_sql": "SELECT COUNT(*) FROM pets WHERE kind = 'dog' AND born > '2020-06-01'", "split": "test"}
+{"id": "b", "database": "p", "question": "How many pets are there?", "gold_sql": "SELECT COUNT(*) FROM pets", "split": "test"}"#;
+    let db = "CREATE TABLE pets (name TEXT, kind TEXT, born DATE); INSERT INTO pets VALUES ('Rex', 'dog', '2020-05-01'), ('Tom', 'cat', '2021-02-03');";
+    let mut env = SqlAgentEnv::from_config(
+        json!({"tasks_jsonl": tasks, "databases": {"p": db}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let a = env
+        .reset(0, &ResetOptions::split(Split::Test).with_task("a"))
+        .unwrap();
+    let text = serde_json::to_string(&a.info).unwrap();
+    assert!(text.contains("'(2020-06-01|dog)'"), "{text}");
+    let b = env
+        .reset(0, &ResetOptions::split(Split::Test).with_task("b"))
+        .unwrap();
+    let text = serde_json::to_string(&b.info).unwrap();
+    assert!(
+        text.contains("'()'") && !text.contains("How many"),
+        "{text}"
+    );
+}
