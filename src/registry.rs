@@ -28,9 +28,6 @@ pub struct Bundled {
     /// Shapes them further for a pretrained model, after
     /// [`pretrained_defaults`](training::pretrained_defaults), if the env needs more.
     pub pretrained_preset: Option<fn(&mut TrainConfig, Algo)>,
-    /// The env configuration (JSON) `train` uses with a pretrained model when none is given:
-    /// what the main job trains on, if it differs from the env's defaults.
-    pub train_config: Option<&'static str>,
     /// The harness it was refactored from, for the proxy approach.
     pub harness: Option<HarnessKind>,
     /// Its `Env` implementation's source files (`env.rs`, and the per-episode narrowing that
@@ -61,7 +58,6 @@ pub const BUNDLED: &[Bundled] = &[
         }),
         preset: training::customer_service_preset,
         pretrained_preset: Some(training::customer_service_pretrained_preset),
-        train_config: None,
         harness: Some(HarnessKind::Support),
         source: &[
             include_str!("../envs/customer-service/src/env.rs"),
@@ -76,7 +72,6 @@ pub const BUNDLED: &[Bundled] = &[
         demonstrator: None,
         preset: training::guess_number_preset,
         pretrained_preset: None,
-        train_config: None,
         harness: None,
         source: &[],
     },
@@ -94,7 +89,6 @@ pub const BUNDLED: &[Bundled] = &[
         }),
         preset: training::sql_agent_preset,
         pretrained_preset: Some(training::sql_agent_pretrained_preset),
-        train_config: None,
         harness: Some(HarnessKind::Sql),
         source: &[
             include_str!("../envs/sql-agent/src/env.rs"),

@@ -29,7 +29,8 @@ pub struct Args {
     /// Passes over the data (default: the env's preset).
     #[arg(long)]
     epochs: Option<u32>,
-    /// Continue from this policy instead of a fresh one.
+    /// Continue from this policy instead of a fresh one (the settings follow it: a pretrained
+    /// base's demonstrations, epochs and learning rate when it records one).
     #[arg(long)]
     init: Option<PathBuf>,
     /// Seed of the initial weights and the data order.

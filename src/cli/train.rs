@@ -144,21 +144,7 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         t
     } else {
         let env = args.env.clone().expect("clap requires --env");
-        // A pretrained model's run without --env-config trains on the env's main-job
-        // configuration, where it has one (the SQL agent's adds a multi-schema curriculum).
-        let env_config = match (&args.env_config, sandgym::registry::bundled(&env)) {
-            (Some(c), _) => Some(c.clone()),
-            (None, Some(b))
-                if args.init.is_none() && sandgym::training::is_pretrained_model(&args.model) =>
-            {
-                b.train_config.map(|c| {
-                    eprintln!("env configuration (the main job's): {c}");
-                    c.to_owned()
-                })
-            }
-            _ => None,
-        };
-        let target = EnvTarget::parse(&env, env_config.as_deref())?
+        let target = EnvTarget::parse(&env, args.env_config.as_deref())?
             .with_hosts(args.env_hosts.clone())?
             .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
         let algo: Algo = args.algo.parse()?;

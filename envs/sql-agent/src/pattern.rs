@@ -42,9 +42,10 @@ pub fn sql_pattern(tables: &[String], columns: &[String]) -> String {
 pub type TableColumns = (String, Vec<String>);
 
 /// [`sql_pattern`] narrowed to one episode: a query over `tables` where a column without a
-/// table name belongs to the `FROM` table (a qualified `table.column` may name any table's own
-/// column, as joins need), every string literal is one of `strings` and every number one of
-/// `numbers` (with none, no numeric literal, no `HAVING` and no `LIMIT`). The env passes the question's
+/// table name belongs to the `FROM` table (with a `JOIN`, a qualified `table.column` may name
+/// any table's own column; without one, only the `FROM` table's), every string literal is one
+/// of `strings` (with none, no string literal) and every number one of `numbers` (with none,
+/// no numeric literal, no `HAVING` and no `LIMIT`). The env passes the question's
 /// spans that are values of its database ([`question_literals`], falling back to every span
 /// when none is) and the question's numbers ([`question_numbers`]): literals are copied, not
 /// spelled.
@@ -78,20 +79,21 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
         })
         .collect::<Vec<_>>()
         .join("|");
-    let string = format!("'{}'", alternatives(strings));
+    // A question naming no value of the database gets no string literal at all.
+    let mut values: Vec<String> = Vec::new();
+    if !numbers.is_empty() {
+        values.push(alternatives(numbers));
+    }
+    if !strings.is_empty() {
+        values.push(format!("'{}'", alternatives(strings)));
+    }
+    values.extend(["TRUE".to_owned(), "FALSE".to_owned(), subqueries]);
+    let value = format!("({})", values.join("|"));
     let integers: Vec<String> = numbers
         .iter()
         .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
         .cloned()
         .collect();
-    let value = if numbers.is_empty() {
-        format!("({string}|TRUE|FALSE|{subqueries})")
-    } else {
-        format!(
-            "({}|{string}|TRUE|FALSE|{subqueries})",
-            alternatives(numbers)
-        )
-    };
     // `HAVING` compares an aggregate with one of the question's numbers.
     let having_numbers = (!numbers.is_empty()).then(|| alternatives(numbers));
     let limit = if integers.is_empty() {
@@ -99,21 +101,29 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
     } else {
         format!("( LIMIT {})?", alternatives(&integers))
     };
+    // One query shape over columns `c`, from `from` and the joins `joins`.
+    let shape = |from: &str, c: &str, joins: &str| {
+        let agg = agg_of(c);
+        let item = format!("({agg}|{c}|\\*)");
+        let cond = format!("{c} ((=|!=|<>|<|>|<=|>=) {value}|IS (NOT )?NULL)");
+        let having = having_numbers
+            .as_ref()
+            .map(|n| format!("( HAVING {agg} (=|!=|<>|<|>|<=|>=) {n})?"))
+            .unwrap_or_default();
+        format!(
+            "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {from}{joins}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}"
+        )
+    };
+    // Without a join, a query names only its own table's columns (qualified or not); with
+    // one or two, a qualified column may be any table's.
     let branches = tables
         .iter()
-        .map(|(table, cols)| {
-            let c = format!("({qualified}|{})", alternatives(cols));
-            let agg = agg_of(&c);
-            let item = format!("({agg}|{c}|\\*)");
-            let cond = format!("{c} ((=|!=|<>|<|>|<=|>=) {value}|IS (NOT )?NULL)");
-            let having = having_numbers
-                .as_ref()
-                .map(|n| format!("( HAVING {agg} (=|!=|<>|<|>|<=|>=) {n})?"))
-                .unwrap_or_default();
-            format!(
-                "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {}( JOIN {t} ON {qualified} = {qualified}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}",
-                escape(table)
-            )
+        .flat_map(|(table, cols)| {
+            let from = escape(table);
+            let own = format!("({from}\\.)?{}", alternatives(cols));
+            let any = format!("({qualified}|{})", alternatives(cols));
+            let joins = format!("( JOIN {t} ON {qualified} = {qualified}){{1,2}}");
+            [shape(&from, &own, ""), shape(&from, &any, &joins)]
         })
         .collect::<Vec<_>>()
         .join("|");
@@ -171,4 +181,53 @@ fn pattern(tables: &[String], columns: &[String], string: &str) -> String {
     format!(
         "^SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {t}( JOIN {t} ON {c} = {c}){{0,2}}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?( HAVING {agg} (=|!=|<>|<|>|<=|>=) {number})?)?( ORDER BY ({agg}|{c})( ASC| DESC)?)?( LIMIT [0-9]{{1,4}})?$"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher(strings: &[&str], numbers: &[&str]) -> regex::Regex {
+        let tables = [
+            (
+                "pets".to_owned(),
+                vec!["name".to_owned(), "kind".to_owned()],
+            ),
+            (
+                "owners".to_owned(),
+                vec!["name".to_owned(), "city".to_owned()],
+            ),
+        ];
+        let strings: Vec<String> = strings.iter().map(|s| (*s).to_owned()).collect();
+        let numbers: Vec<String> = numbers.iter().map(|s| (*s).to_owned()).collect();
+        regex::Regex::new(&sql_pattern_for(&tables, &strings, &numbers)).unwrap()
+    }
+
+    #[test]
+    fn without_a_join_only_the_from_tables_columns_and_only_linked_literals() {
+        let p = matcher(&["dog"], &["3"]);
+        for ok in [
+            "SELECT COUNT(*) FROM pets WHERE kind = 'dog'",
+            "SELECT pets.name FROM pets WHERE pets.kind = 'dog' LIMIT 3",
+            "SELECT pets.name FROM pets JOIN owners ON pets.name = owners.name WHERE owners.city = 'dog'",
+            "SELECT kind FROM pets GROUP BY kind HAVING COUNT(*) > 3",
+            "SELECT name FROM pets WHERE kind IS NULL",
+        ] {
+            assert!(p.is_match(ok), "{ok}");
+        }
+        for bad in [
+            // Another table's column without joining it.
+            "SELECT COUNT(*) FROM pets WHERE owners.city = 'dog'",
+            "SELECT owners.name FROM pets",
+            // A literal the question does not name as a value, or a number it does not write.
+            "SELECT name FROM pets WHERE kind = 'cat'",
+            "SELECT name FROM pets LIMIT 4",
+        ] {
+            assert!(!p.is_match(bad), "{bad}");
+        }
+        // No linked value: no string literal at all, not even an empty one.
+        let none = matcher(&[], &[]);
+        assert!(none.is_match("SELECT COUNT(*) FROM pets WHERE kind IS NOT NULL"));
+        assert!(!none.is_match("SELECT COUNT(*) FROM pets WHERE kind = ''"));
+    }
 }
