@@ -45,7 +45,7 @@ pub type TableColumns = (String, Vec<String>);
 /// table name belongs to the `FROM` table (with a `JOIN`, a qualified `table.column` may name
 /// any table's own column; without one, only the `FROM` table's), every string literal is one
 /// of `strings` (with none, no string literal) and every number one of `numbers` (with none,
-/// no numeric literal, no `HAVING` and no `LIMIT`). The env passes the question's
+/// no numeric literal and no `HAVING`; `LIMIT` takes one of them or 1). The env passes the question's
 /// spans that are values of its database ([`question_literals`], falling back to every span
 /// when none is) and the question's numbers ([`question_numbers`]): literals are copied, not
 /// spelled.
@@ -89,18 +89,17 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
     }
     values.extend(["TRUE".to_owned(), "FALSE".to_owned(), subqueries]);
     let value = format!("({})", values.join("|"));
-    let integers: Vec<String> = numbers
+    // `LIMIT` takes one of the question's whole numbers, or 1: a superlative ("the oldest
+    // album", "the best-paid employee") writes no number.
+    let mut integers: Vec<String> = numbers
         .iter()
         .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
         .cloned()
         .collect();
+    integers.push("1".to_owned());
     // `HAVING` compares an aggregate with one of the question's numbers.
     let having_numbers = (!numbers.is_empty()).then(|| alternatives(numbers));
-    let limit = if integers.is_empty() {
-        String::new()
-    } else {
-        format!("( LIMIT {})?", alternatives(&integers))
-    };
+    let limit = format!("( LIMIT {})?", alternatives(&integers));
     // One query shape over columns `c`, from `from` and the joins `joins`.
     let shape = |from: &str, c: &str, joins: &str| {
         let agg = agg_of(c);
@@ -228,6 +227,9 @@ mod tests {
         // No linked value: no string literal at all, not even an empty one.
         let none = matcher(&[], &[]);
         assert!(none.is_match("SELECT COUNT(*) FROM pets WHERE kind IS NOT NULL"));
+        // A superlative: the top row, though the question writes no number.
+        assert!(none.is_match("SELECT name FROM pets ORDER BY name DESC LIMIT 1"));
+        assert!(!none.is_match("SELECT name FROM pets ORDER BY name DESC LIMIT 2"));
         assert!(!none.is_match("SELECT COUNT(*) FROM pets WHERE kind = ''"));
     }
 }

@@ -287,11 +287,12 @@ pub(super) fn having(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
     Some((q, sql, false))
 }
 
-/// The top rows by a number, when they are not tied with the next one.
+/// The top row (a superlative) or the top 3 or 5 rows by a number, when they are not tied
+/// with the next one.
 pub(super) fn top(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
     let label = w.label()?;
     let col = w.number(rng)?;
-    let k = *[3usize, 5].get(rng.below(2) as usize)?;
+    let k = *[1usize, 3, 5].get(rng.below(3) as usize)?;
     let desc = rng.below(3) > 0;
     let dir = if desc { "DESC" } else { "ASC" };
     let check = format!(
@@ -312,6 +313,11 @@ pub(super) fn top(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
         ("lowest", "smallest first")
     };
     let q = match pick(rng, &["a", "b", "c"]) {
+        // The single top row: a superlative, no number written (`LIMIT 1`).
+        _ if k == 1 => match pick(rng, &["a", "b"]) {
+            "a" => format!("Which of the {t} has the {most} {c}? Give its {l}."),
+            _ => format!("What is the {l} of the one with the {most} {c} among the {t}?"),
+        },
         "a" => format!("Which {k} {t} have the {most} {c}? Give their {l}."),
         "b" => format!("List the {l} of the {k} {t} with the {most} {c}, {first}."),
         _ => format!("Top {k} {t} by {c} ({first}): their {l}?"),
