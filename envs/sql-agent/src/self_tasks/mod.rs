@@ -89,8 +89,8 @@ fn kind(t: &DataType) -> Kind {
 
 /// How people say a database's tables and columns, when it differs from their names: a
 /// question says "clients" or "people" for table `customers`, "cost" for column `price`.
-/// Empty for a user's database (names are then said as written: `unit_price` as "unit price"); the curriculum's
-/// databases bring theirs.
+/// Empty for a user's database (names are then said as written: `unit_price` as "unit
+/// price"); the curriculum's databases bring theirs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Vocabulary {
     /// Words for a table's rows, by table name.
