@@ -28,6 +28,10 @@ pub struct Bundled {
     /// Shapes them further for a pretrained model, after
     /// [`pretrained_defaults`](training::pretrained_defaults), if the env needs more.
     pub pretrained_preset: Option<fn(&mut TrainConfig, Algo)>,
+    /// The env configuration (JSON) that `train` uses with a pretrained model when it is given
+    /// none and no `--init`: what the main job trains on, where it differs from the env's
+    /// defaults.
+    pub train_config: Option<&'static str>,
     /// The harness it was refactored from, for the proxy approach.
     pub harness: Option<HarnessKind>,
     /// Its `Env` implementation's source files (`env.rs`, and the per-episode narrowing that
@@ -35,6 +39,9 @@ pub struct Bundled {
     /// without a harness.
     pub source: &'static [&'static str],
 }
+
+/// The SQL agent's main-job env configuration ([`Bundled::train_config`]).
+pub const SQL_MAIN_JOB_CONFIG: &str = r#"{"curriculum": {"databases": 20, "per_table": 4}}"#;
 
 /// Makes the demonstrator of an env configuration, playing solutions or recoveries.
 pub type Demonstrator = fn(
@@ -58,6 +65,7 @@ pub const BUNDLED: &[Bundled] = &[
         }),
         preset: training::customer_service_preset,
         pretrained_preset: Some(training::customer_service_pretrained_preset),
+        train_config: None,
         harness: Some(HarnessKind::Support),
         source: &[
             include_str!("../envs/customer-service/src/env.rs"),
@@ -72,6 +80,7 @@ pub const BUNDLED: &[Bundled] = &[
         demonstrator: None,
         preset: training::guess_number_preset,
         pretrained_preset: None,
+        train_config: None,
         harness: None,
         source: &[],
     },
@@ -89,6 +98,10 @@ pub const BUNDLED: &[Bundled] = &[
         }),
         preset: training::sql_agent_preset,
         pretrained_preset: Some(training::sql_agent_pretrained_preset),
+        // The bundled tasks and a 20-database curriculum (4 questions per table, ~350
+        // tasks): measured, it lifts 63 hand-written questions over an unseen database from
+        // 0.286 to 0.413 and keeps the bundled test split above 0.80.
+        train_config: Some(SQL_MAIN_JOB_CONFIG),
         harness: Some(HarnessKind::Sql),
         source: &[
             include_str!("../envs/sql-agent/src/env.rs"),
@@ -109,9 +122,44 @@ pub fn bundled(id: &str) -> Option<&'static Bundled> {
     BUNDLED.iter().find(|b| b.name == name)
 }
 
+/// The env configuration `train` uses for `env` when it is given none: the env's main-job
+/// configuration ([`Bundled::train_config`]) for a fresh run (no `--init`) of a pretrained
+/// `model`, else none.
+///
+/// ```
+/// use sandgym::registry::main_job_config;
+/// assert!(main_job_config("sql-agent-v0", "smollm2-135m-instruct", false).is_some());
+/// assert!(main_job_config("sql-agent-v0", "tiny", false).is_none());
+/// assert!(main_job_config("sql-agent-v0", "smollm2-135m-instruct", true).is_none());
+/// assert!(main_job_config("guess-number-v0", "smollm2-135m-instruct", false).is_none());
+/// ```
+pub fn main_job_config(env: &str, model: &str, init: bool) -> Option<&'static str> {
+    if init || !crate::training::is_pretrained_model(model) {
+        return None;
+    }
+    bundled(env)?.train_config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SQL agent's main-job configuration builds: the bundled tasks (their test split the
+    /// fixed benchmark) and the curriculum's, all train tasks.
+    #[test]
+    fn the_sql_main_job_trains_on_the_bundled_tasks_and_a_curriculum() {
+        let config: serde_json::Value = serde_json::from_str(SQL_MAIN_JOB_CONFIG).unwrap();
+        let env = sandgym_env_sql::SqlAgentEnv::from_config(config.as_object().unwrap()).unwrap();
+        let bundled = sandgym_env_sql::bundled_tasks();
+        let tasks = &env.tasks().tasks;
+        assert!(tasks.len() >= bundled.tasks.len() + 200, "{}", tasks.len());
+        let test: Vec<_> = tasks
+            .iter()
+            .filter(|t| t.split == crate::env_api::Split::Test)
+            .collect();
+        assert_eq!(test.len(), bundled.split(crate::env_api::Split::Test).len());
+        assert!(test.iter().all(|t| !t.database.starts_with("cur")));
+    }
 
     #[test]
     fn every_entry_has_its_guest_and_registers_its_native_build() {

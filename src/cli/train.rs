@@ -24,6 +24,9 @@ pub struct Args {
     /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
     /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl",
     /// "databases": {"music": "@music.sql"}}` for the SQL env over your own database).
+    /// Without it, a fresh run of a pretrained model trains on the env's main-job
+    /// configuration where it has one (the SQL agent: its bundled tasks and a 20-database
+    /// curriculum).
     #[arg(long, conflicts_with = "resume")]
     env_config: Option<String>,
     /// Servers of the env (`URL,URL,…`, OpenEnv's protocol, e.g. `sandgym serve-env` on other
@@ -144,7 +147,14 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         t
     } else {
         let env = args.env.clone().expect("clap requires --env");
-        let target = EnvTarget::parse(&env, args.env_config.as_deref())?
+        // A pretrained model's fresh run without --env-config trains on the env's main-job
+        // configuration, where it has one (the SQL agent's adds a multi-schema curriculum).
+        let env_config = args.env_config.clone().or_else(|| {
+            let c = sandgym::registry::main_job_config(&env, &args.model, args.init.is_some())?;
+            eprintln!("env configuration (the main job's): {c}");
+            Some(c.to_owned())
+        });
+        let target = EnvTarget::parse(&env, env_config.as_deref())?
             .with_hosts(args.env_hosts.clone())?
             .with_reward(sandgym::target::parse_reward(args.reward.as_deref())?)?;
         let algo: Algo = args.algo.parse()?;
