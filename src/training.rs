@@ -101,14 +101,16 @@ pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
     };
 }
 
-/// The SQL agent's preset for a pretrained model, sized to the main job (about 20 minutes on
+/// The SQL agent's preset for a pretrained model, sized to the main job (20 to 30 minutes on
 /// 2 CPU cores with SmolLM2-135M): two SFT epochs on the demonstrator's gold query of every
-/// train task (every intent, joins included), then 3 GRPO iterations over groups of 8
-/// rollouts of 8 tasks, one optimiser step each at 2e-5. Measured on all 232 test tasks
-/// (README, the main command): one epoch reaches 0.60 success, two 0.82 (the loss still fell
-/// from 0.14 to 0.03 in the second); from the same SFT policy, 3 GRPO iterations at 2e-4
-/// lost 0.11 of test success (Adam's first steps move every adapter weight by about the
-/// learning rate whatever the gradient), at 2e-5 they keep it.
+/// train task (every intent, joins included; with the main job's env configuration, the
+/// bundled tasks and a 20-database curriculum's, 689 in all, see
+/// [`registry::main_job_config`](crate::registry::main_job_config)), then 3 GRPO iterations
+/// over groups of 8 rollouts of 8 tasks, one optimiser step each at 2e-5. Measured on all 232
+/// test tasks (README, the main command before the curriculum): one epoch reaches 0.60
+/// success, two 0.82 (the loss still fell from 0.14 to 0.03 in the second); from the same SFT
+/// policy, 3 GRPO iterations at 2e-4 lost 0.11 of test success (Adam's first steps move every
+/// adapter weight by about the learning rate whatever the gradient), at 2e-5 they keep it.
 pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
     c.rollout.max_new_tokens = 96;
     c.schedule.iters = 3;
