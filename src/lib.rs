@@ -23,6 +23,7 @@ pub mod comparison;
 pub mod evaluation;
 pub mod labels;
 pub mod narrowing;
+pub mod online;
 pub mod progress;
 pub mod registry;
 pub mod replay;

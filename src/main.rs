@@ -90,8 +90,12 @@ enum Command {
     Sft(cli::sft::Args),
     /// A policy's success rate and mean reward next to the scripted baseline's.
     Eval(cli::eval::Args),
-    /// Serve a policy checkpoint as an OpenAI-compatible chat-completions API.
+    /// Serve a policy checkpoint as an OpenAI-compatible chat-completions API (with
+    /// `--follow`, the versions a learner publishes: canary, shadow, promotion, rollback).
     ServePolicy(cli::serve::Args),
+    /// Learn from live traffic: train a run on the recording proxy's rewarded rollouts as
+    /// they arrive and publish each update for `serve-policy --follow`.
+    Learn(cli::learn::Args),
     /// Serve an env over OpenEnv's protocol (WebSocket sessions, HTTP, MCP tools).
     ServeEnv(cli::serve_env::Args),
     /// Record the model calls of unmodified harnesses in front of an OpenAI-compatible server.
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
         Command::Sft(args) => cli::sft::run(&args),
         Command::Eval(args) => cli::eval::run(&args),
         Command::ServePolicy(args) => cli::serve::run(&args),
+        Command::Learn(args) => cli::learn::run(&args),
         Command::ServeEnv(args) => cli::serve_env::run(&args),
         Command::View(args) => cli::view::run(&args),
         Command::Proxy(args) => cli::proxy::run(&args),

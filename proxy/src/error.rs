@@ -31,6 +31,27 @@ pub enum ProxyError {
         /// Why.
         reason: String,
     },
+    /// A reward was posted for a rollout with no recorded call.
+    #[error("rollout {0:?} is unknown: no model call was recorded under it")]
+    UnknownRollout(String),
+    /// A reward was posted for a rollout a learner has already trained on.
+    #[error(
+        "rollout {rollout:?} was already trained on (policy version {version}); its reward can no longer change"
+    )]
+    AlreadyTrained {
+        /// The rollout.
+        rollout: String,
+        /// The version trained on it.
+        version: String,
+    },
+    /// A publish directory or one of its versions is unusable.
+    #[error("published versions at {path}: {reason}")]
+    Published {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The policy failed.
     #[error(transparent)]
     Policy(#[from] sandgym_policy::PolicyError),

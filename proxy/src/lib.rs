@@ -11,15 +11,23 @@
 #![deny(missing_docs)]
 
 pub mod chat;
+pub mod deploy;
 mod error;
+mod follow;
 pub mod http;
+pub mod judge;
+pub mod published;
 mod recorder;
 mod server;
 mod store;
 mod trace;
 
+pub use deploy::Trial;
 pub use error::{ProxyError, Result};
+pub use follow::{
+    Action, Decision, FollowConfig, FollowState, Follower, decisions, last_incumbent,
+};
 pub use recorder::{Proxy, ProxyConfig};
-pub use server::{PolicyServer, Served, ServerConfig};
-pub use store::{CallRecord, RewardRecord, TraceStore, TraceWriter};
+pub use server::{Controls, DeploymentStatus, PolicyServer, Served, ServerConfig, ShadowRecord};
+pub use store::{CallRecord, RewardRecord, TraceStore, TraceWriter, VersionOutcome};
 pub use trace::{Drift, TraceReader, TraceStats};

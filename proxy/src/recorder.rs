@@ -10,6 +10,10 @@
 //!   reward is committed, with the number of calls recorded for the rollout;
 //! - anything else under `/v1/` (e.g. `GET /v1/models`) is forwarded unrecorded.
 //!
+//! A call is forwarded with its rollout id in an `x-rollout-id` header, so a policy server
+//! that runs a canary keeps a rollout on one policy version. A reward for a rollout with no
+//! recorded call is a 404; one for a rollout a learner has already trained on is a 409.
+//!
 //! Streaming (`"stream": true`) is refused with a 400: token ids and log-probs are captured
 //! from whole responses.
 
@@ -165,7 +169,8 @@ fn handle(state: &State, request: &Request) -> Response {
                 completion(state, &rollout, &rest, body, auth, at_us, started)
             }
             (method @ ("GET" | "POST"), p) if p.starts_with("/v1/") => {
-                forward(state, method, &rest, body, None).map(|(status, body, _)| (status, body))
+                forward(state, method, &rest, body, None, None)
+                    .map(|(status, body, _)| (status, body))
             }
             (method, _) => Err(HttpError::new(404, format!("no route for {method} {path}"))),
         }
@@ -191,7 +196,11 @@ fn reward(state: &State, rollout: &str, body: &[u8]) -> Result<(u16, Vec<u8>), H
             reward,
             info,
         })
-        .map_err(|e| HttpError::new(500, e.to_string()))?;
+        .map_err(|e| match e {
+            crate::ProxyError::UnknownRollout(_) => HttpError::new(404, e.to_string()),
+            crate::ProxyError::AlreadyTrained { .. } => HttpError::new(409, e.to_string()),
+            other => HttpError::new(500, other.to_string()),
+        })?;
     let calls = state
         .seqs
         .lock()
@@ -208,6 +217,7 @@ fn forward(
     path: &str,
     body: &[u8],
     auth: Option<String>,
+    rollout: Option<&str>,
 ) -> Result<(u16, Vec<u8>, Duration), HttpError> {
     let url = format!("{}{path}", state.upstream);
     let clock = Instant::now();
@@ -221,6 +231,10 @@ fn forward(
             .header("content-type", "application/json");
         if let Some(auth) = &auth {
             call = call.header("authorization", auth);
+        }
+        // The policy server keeps one rollout's calls on one policy version (canary routing).
+        if let Some(rollout) = rollout {
+            call = call.header("x-rollout-id", rollout);
         }
         call.send(body).map_err(upstream)?
     };
@@ -273,7 +287,7 @@ fn completion(
              captured from whole responses; send \"stream\": false",
         ));
     }
-    let (status, bytes, upstream) = forward(state, "POST", path, body, auth)?;
+    let (status, bytes, upstream) = forward(state, "POST", path, body, auth, Some(rollout))?;
     let seq = {
         let mut seqs = state.seqs.lock().expect("seq lock");
         let (next, _) = seqs.entry(rollout.to_owned()).or_insert((0, 0));

@@ -4,6 +4,11 @@
 //! or a final message. Answers carry the prompt's token ids (`prompt_token_ids`), the sampled
 //! ids (`choices[0].token_ids`) and per-token log-probs (`choices[0].logprobs`), as vLLM does
 //! with `return_token_ids`. Requests that arrive together are generated in one batch.
+//!
+//! Every answer names the policy version that produced it (`policy_version`). Versions are
+//! swapped while serving ([`PolicyServer::replace`]), or tried first as a canary or in shadow
+//! ([`PolicyServer::stage`], then [`PolicyServer::promote`] or [`PolicyServer::rollback`]);
+//! `GET /v1/policy` reports the versions and what each has served.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,6 +28,7 @@ use serde_json::json;
 
 use crate::Result;
 use crate::chat;
+use crate::deploy::{Deployment, Trial, Versioned, rollout_key};
 use crate::http::{self, Gone, HttpError, Request, Response, Server};
 
 /// Most new tokens one request may ask for; more is cut to this.
@@ -50,6 +56,8 @@ pub struct ServerConfig {
     /// Batches generated at once: while a long batch runs, later requests are generated
     /// beside it instead of waiting for it.
     pub concurrent_batches: usize,
+    /// The name of the version served first (answers name it as `policy_version`).
+    pub version: String,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +72,7 @@ impl Default for ServerConfig {
             default_max_tokens: 128,
             journal: false,
             concurrent_batches: 2,
+            version: "v0".into(),
         }
     }
 }
@@ -78,6 +87,8 @@ pub struct Served {
 }
 
 struct Job {
+    /// The version that generates it.
+    policy: Arc<Versioned>,
     prompt: Vec<u32>,
     grammar: Arc<ToolCallGrammar>,
     temperature: f32,
@@ -88,21 +99,57 @@ struct Job {
     reply: Sender<Result<Sampled, HttpError>>,
 }
 
+/// A served answer's tokens and the reply its shadow will send.
+type ShadowPair = (Vec<u32>, Receiver<Result<Sampled, HttpError>>);
+
 struct State {
     config: ServerConfig,
     tokenizer: Tokenizer,
-    model: RwLock<PolicyModel<Cpu>>,
+    deployment: RwLock<Deployment>,
+    /// Answers served per version, and the shadow's record.
+    served: Mutex<HashMap<String, u64>>,
+    shadow: Arc<Mutex<ShadowRecord>>,
+    /// Shadow requests to compare: the served answer's tokens and the shadow's reply.
+    shadows: Sender<ShadowPair>,
     grammars: Mutex<HashMap<String, Arc<ToolCallGrammar>>>,
     jobs: Sender<Job>,
     counter: AtomicU64,
     journal: Mutex<Vec<Served>>,
     generated: AtomicU64,
+    /// Replacements by [`PolicyServer::set_model`].
+    swaps: AtomicU64,
     /// The most requests one `generate` call has served together.
     largest_batch: std::sync::atomic::AtomicUsize,
     /// Message text longer than this cannot fit the context whatever it says: the context in
     /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
     /// costs a parse, not a tokenisation.
     max_prompt_bytes: usize,
+}
+
+/// What a candidate in shadow has answered so far.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ShadowRecord {
+    /// Its version.
+    pub version: String,
+    /// Requests it answered (unseen).
+    pub answered: u64,
+    /// Of which with exactly the served answer's tokens.
+    pub agreed: u64,
+    /// Requests it failed.
+    pub failed: u64,
+}
+
+/// The versions a server holds and what each has served (`GET /v1/policy`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DeploymentStatus {
+    /// The incumbent's version.
+    pub incumbent: String,
+    /// The candidate's version and trial, if one is on trial.
+    pub candidate: Option<(String, Trial)>,
+    /// Answers served, per version.
+    pub served: HashMap<String, u64>,
+    /// The last shadow's record.
+    pub shadow: ShadowRecord,
 }
 
 /// The most bytes one token of `tokenizer` stands for (an upper bound: a partial UTF-8 byte
@@ -138,6 +185,13 @@ impl PolicyServer {
         config: ServerConfig,
     ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let (shadows, shadow_rx) = crossbeam_channel::unbounded();
+        let shadow = Arc::new(Mutex::new(ShadowRecord::default()));
+        {
+            // Ends when the state (the sender's owner) is dropped.
+            let shadow = shadow.clone();
+            std::thread::spawn(move || compare_shadows(&shadow, &shadow_rx));
+        }
         let max_prompt_bytes = config
             .max_context
             .saturating_mul(longest_token_bytes(&tokenizer));
@@ -145,12 +199,19 @@ impl PolicyServer {
             max_prompt_bytes,
             config: config.clone(),
             tokenizer,
-            model: RwLock::new(model),
+            deployment: RwLock::new(Deployment::new(Versioned {
+                version: config.version.clone(),
+                model,
+            })),
+            served: Mutex::new(HashMap::new()),
+            shadow,
+            shadows,
             grammars: Mutex::new(HashMap::new()),
             jobs: tx,
             counter: AtomicU64::new(0),
             journal: Mutex::new(Vec::new()),
             generated: AtomicU64::new(0),
+            swaps: AtomicU64::new(0),
             largest_batch: std::sync::atomic::AtomicUsize::new(0),
         });
         {
@@ -188,13 +249,46 @@ impl PolicyServer {
         format!("http://{}", self.server.addr())
     }
 
-    /// Replaces the served weights (e.g. after a training step).
+    /// Replaces the served weights (e.g. after a training step), as version `v{n}` where `n`
+    /// counts the replacements.
     pub fn set_model(&self, model: PolicyModel<Cpu>) {
-        *self
-            .state
-            .model
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = model;
+        let n = self.state.swaps.fetch_add(1, Ordering::Relaxed) + 1;
+        self.replace(model, &format!("v{n}"));
+    }
+
+    /// Serves `model` as `version` from the next request on; requests already generating
+    /// finish on the version they started with.
+    pub fn replace(&self, model: PolicyModel<Cpu>, version: &str) {
+        self.controls().replace(model, version);
+    }
+
+    /// Puts `model` on trial as `version` (replacing any candidate): a canary answers its
+    /// share of rollouts; a shadow answers every request unseen.
+    pub fn stage(&self, model: PolicyModel<Cpu>, version: &str, trial: Trial) {
+        self.controls().stage(model, version, trial);
+    }
+
+    /// Makes the candidate the incumbent; its version, or `None` without a candidate.
+    pub fn promote(&self) -> Option<String> {
+        self.controls().promote()
+    }
+
+    /// Drops the candidate; its version, or `None` without a candidate.
+    pub fn rollback(&self) -> Option<String> {
+        self.controls().rollback()
+    }
+
+    /// The versions held and what each has served.
+    pub fn status(&self) -> DeploymentStatus {
+        status(&self.state)
+    }
+
+    /// A handle that changes the served versions from another thread (e.g. a
+    /// [`Follower`](crate::Follower)); it does nothing once the server has stopped.
+    pub fn controls(&self) -> Controls {
+        Controls {
+            state: Arc::downgrade(&self.state),
+        }
     }
 
     /// Every completion served so far, when the journal is on.
@@ -226,6 +320,100 @@ impl PolicyServer {
     }
 }
 
+/// Changes a [`PolicyServer`]'s versions from elsewhere; holds the server weakly, so it never
+/// keeps a stopped server alive (every call then does nothing and returns `None`).
+#[derive(Clone, Debug)]
+pub struct Controls {
+    state: std::sync::Weak<State>,
+}
+
+impl Controls {
+    fn with<T>(&self, f: impl FnOnce(&State, &mut Deployment) -> T) -> Option<T> {
+        let state = self.state.upgrade()?;
+        let mut d = state
+            .deployment
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(f(&state, &mut d))
+    }
+
+    /// See [`PolicyServer::replace`].
+    pub fn replace(&self, model: PolicyModel<Cpu>, version: &str) {
+        self.with(|_, d| {
+            d.replace(Versioned {
+                version: version.to_owned(),
+                model,
+            });
+        });
+    }
+
+    /// See [`PolicyServer::stage`].
+    pub fn stage(&self, model: PolicyModel<Cpu>, version: &str, trial: Trial) {
+        self.with(|state, d| {
+            if trial == Trial::Shadow {
+                *lock(&state.shadow) = ShadowRecord {
+                    version: version.to_owned(),
+                    ..ShadowRecord::default()
+                };
+            }
+            d.stage(
+                Versioned {
+                    version: version.to_owned(),
+                    model,
+                },
+                trial,
+            );
+        });
+    }
+
+    /// See [`PolicyServer::promote`].
+    pub fn promote(&self) -> Option<String> {
+        self.with(|_, d| d.promote()).flatten()
+    }
+
+    /// See [`PolicyServer::rollback`].
+    pub fn rollback(&self) -> Option<String> {
+        self.with(|_, d| d.rollback()).flatten()
+    }
+
+    /// See [`PolicyServer::status`]; `None` once the server has stopped.
+    pub fn status(&self) -> Option<DeploymentStatus> {
+        self.state.upgrade().map(|s| status(&s))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn status(state: &State) -> DeploymentStatus {
+    let d = state
+        .deployment
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    DeploymentStatus {
+        incumbent: d.incumbent().version.clone(),
+        candidate: d.candidate().map(|(c, t)| (c.version.clone(), *t)),
+        served: lock(&state.served).clone(),
+        shadow: lock(&state.shadow).clone(),
+    }
+}
+
+/// Compares each shadow answer with the served one, in order, until the server is gone.
+fn compare_shadows(record: &Mutex<ShadowRecord>, pairs: &Receiver<ShadowPair>) {
+    for (served, reply) in pairs {
+        let outcome = reply.recv();
+        let mut r = lock(record);
+        match outcome {
+            Ok(Ok(s)) => {
+                r.answered += 1;
+                r.agreed += u64::from(s.tokens == served);
+            }
+            _ => r.failed += 1,
+        }
+    }
+}
+
 fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>, groups: &Sender<(Vec<Job>, f32)>) {
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(200)) {
@@ -250,17 +438,23 @@ fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>, groups: &Sender<(Vec<Job>,
         }
         // Nothing is generated for a client that has already gone.
         jobs.retain(|j| !j.gone.is_set());
-        // One generate call per temperature and token budget (rounded up to a power of two, so
-        // a short request never waits for a long one in the same call); the budget is the
-        // largest asked for, each answer then cut to its own.
-        let key = |j: &Job| (j.temperature.to_bits(), j.max_tokens.next_power_of_two());
-        let mut keys: Vec<(u32, usize)> = jobs.iter().map(key).collect();
+        // One generate call per version, temperature and token budget (rounded up to a power
+        // of two, so a short request never waits for a long one in the same call); the budget
+        // is the largest asked for, each answer then cut to its own.
+        let key = |j: &Job| {
+            (
+                Arc::as_ptr(&j.policy) as usize,
+                j.temperature.to_bits(),
+                j.max_tokens.next_power_of_two(),
+            )
+        };
+        let mut keys: Vec<(usize, u32, usize)> = jobs.iter().map(key).collect();
         keys.sort_unstable();
         keys.dedup();
         for k in keys {
             let (group, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| key(j) == k);
             jobs = rest;
-            if groups.send((group, f32::from_bits(k.0))).is_err() {
+            if groups.send((group, f32::from_bits(k.1))).is_err() {
                 return;
             }
         }
@@ -316,14 +510,12 @@ fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>
         max_new_tokens: Some(&budgets),
         stop: Some(&gone),
     };
-    let model = state
-        .model
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Every job of a group has the same version (the batch key).
+    let model = &group[0].policy.model;
     // A failure inside generation answers with 500s and leaves the server up.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         generate_with(
-            &model,
+            model,
             &prompts,
             &mut matchers,
             state.tokenizer.end(),
@@ -353,8 +545,11 @@ fn handle(state: &State, request: &Request) -> Response {
         })
         .to_string()
         .into_bytes()),
-        ("POST", "/v1/chat/completions") => completion(state, &request.body, &request.gone),
-        (method, "/v1/models" | "/v1/chat/completions") => Err(HttpError::new(
+        ("GET", "/v1/policy") => {
+            Ok(serde_json::to_vec(&status(state)).expect("the status serialises"))
+        }
+        ("POST", "/v1/chat/completions") => completion(state, request),
+        (method, "/v1/models" | "/v1/chat/completions" | "/v1/policy") => Err(HttpError::new(
             405,
             format!("{method} is not allowed on {path}"),
         )),
@@ -381,8 +576,9 @@ fn grammar(state: &State, request: &ChatRequest) -> Result<Arc<ToolCallGrammar>,
     Ok(g)
 }
 
-fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpError> {
-    let request: ChatRequest = http::parse(body)?;
+fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpError> {
+    let gone = &http_request.gone;
+    let request: ChatRequest = http::parse(&http_request.body)?;
     if request.stream == Some(true) {
         return Err(HttpError::bad_request(
             "streaming is not supported; send \"stream\": false",
@@ -441,17 +637,29 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
     }
     let grammar = grammar(state, &request)?;
     let number = state.counter.fetch_add(1, Ordering::Relaxed);
+    // A rollout's calls stay on one version; other requests spread by their number.
+    let route = state
+        .deployment
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .route(
+            http_request
+                .header("x-rollout-id")
+                .map_or(number, rollout_key),
+        );
+    let seed = request
+        .seed
+        .unwrap_or(number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let (tx, rx) = crossbeam_channel::bounded(1);
     state
         .jobs
         .send(Job {
+            policy: route.served.clone(),
             prompt: prompt.clone(),
-            grammar,
+            grammar: grammar.clone(),
             temperature,
             max_tokens,
-            seed: request
-                .seed
-                .unwrap_or(number.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            seed,
             gone: gone.clone(),
             reply: tx,
         })
@@ -459,6 +667,27 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
     let sampled = rx
         .recv()
         .map_err(|_| HttpError::new(503, "the server is shutting down"))??;
+    *lock(&state.served)
+        .entry(route.served.version.clone())
+        .or_default() += 1;
+    if let Some(shadow) = route.shadow {
+        // The same request, seed and all, for the candidate: compared, never served. A
+        // shadow never delays the answer (its job runs after, beside later requests).
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let job = Job {
+            policy: shadow,
+            prompt: prompt.clone(),
+            grammar: grammar.clone(),
+            temperature,
+            max_tokens,
+            seed,
+            gone: Gone::default(),
+            reply: tx,
+        };
+        if state.jobs.send(job).is_ok() {
+            let _ = state.shadows.send((sampled.tokens.clone(), rx));
+        }
+    }
     state
         .generated
         .fetch_add(sampled.tokens.len() as u64, Ordering::Relaxed);
@@ -522,7 +751,12 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
             total_tokens: (prompt.len() + sampled.tokens.len()) as u32,
         }),
         prompt_token_ids: Some(prompt),
-        extra: Default::default(),
+        extra: [(
+            "policy_version".to_owned(),
+            serde_json::Value::String(route.served.version.clone()),
+        )]
+        .into_iter()
+        .collect(),
     };
     Ok(serde_json::to_vec(&response).expect("response serialises"))
 }
@@ -531,8 +765,7 @@ fn completion(state: &State, body: &[u8], gone: &Gone) -> Result<Vec<u8>, HttpEr
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_dropped_server_frees_its_state_and_threads() {
+    fn tiny() -> (PolicyModel<Cpu>, Tokenizer) {
         let corpus = ["{\"response\":\"hi\"}", "You answer questions."];
         let tokenizer =
             Tokenizer::train(corpus.iter().map(|s| s.to_string()).cycle().take(20), 300).unwrap();
@@ -543,6 +776,62 @@ mod tests {
             .with_n_kv_heads(1)
             .with_d_ff(32)
             .init::<Cpu>(&Default::default());
+        (model, tokenizer)
+    }
+
+    fn ask(server: &PolicyServer, rollout: &str) -> serde_json::Value {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
+                          "temperature": 0.0});
+        let mut resp = ureq::post(&format!("{}/v1/chat/completions", server.url()))
+            .header("content-type", "application/json")
+            .header("x-rollout-id", rollout)
+            .send(body.to_string())
+            .unwrap();
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn answers_name_their_version_and_a_shadow_answers_unseen() {
+        let (model, tokenizer) = tiny();
+        let server =
+            PolicyServer::start(model.clone(), tokenizer, ServerConfig::default()).unwrap();
+        assert_eq!(ask(&server, "a")["policy_version"], "v0");
+        // The same weights in shadow: every answer is still v0's, and the shadow agrees.
+        server.stage(model.clone(), "v1", Trial::Shadow);
+        for r in ["a", "b", "c"] {
+            assert_eq!(ask(&server, r)["policy_version"], "v0");
+        }
+        let started = Instant::now();
+        while server.status().shadow.answered < 3 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let status = server.status();
+        assert_eq!(status.shadow.version, "v1");
+        assert_eq!((status.shadow.answered, status.shadow.agreed), (3, 3));
+        assert_eq!(status.served["v0"], 4);
+        // All of the traffic as a canary, then promoted; a hot swap names its own version.
+        server.stage(model.clone(), "v2", Trial::Canary { share: 1.0 });
+        assert_eq!(ask(&server, "d")["policy_version"], "v2");
+        assert_eq!(server.promote().as_deref(), Some("v2"));
+        assert_eq!(server.rollback(), None);
+        server.replace(model, "v7");
+        assert_eq!(ask(&server, "e")["policy_version"], "v7");
+        let policy: serde_json::Value = serde_json::from_str(
+            &ureq::get(&format!("{}/v1/policy", server.url()))
+                .call()
+                .unwrap()
+                .body_mut()
+                .read_to_string()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(policy["incumbent"], "v7");
+        assert_eq!(policy["served"]["v2"], 1);
+    }
+
+    #[test]
+    fn a_dropped_server_frees_its_state_and_threads() {
+        let (model, tokenizer) = tiny();
         let server = PolicyServer::start(model, tokenizer, ServerConfig::default()).unwrap();
         let state = Arc::downgrade(&server.state);
         drop(server);

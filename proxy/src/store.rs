@@ -88,6 +88,10 @@ CREATE TABLE IF NOT EXISTS rewards (
     reward REAL NOT NULL,
     info TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS trained (
+    rollout TEXT PRIMARY KEY,
+    version TEXT NOT NULL
+);
 ";
 
 fn store_error(path: &Path) -> impl Fn(rusqlite::Error) -> ProxyError + '_ {
@@ -168,16 +172,74 @@ impl TraceWriter {
         })
     }
 
-    /// Records (or replaces) a rollout's reward; returns once it is committed.
+    /// Records (or replaces) a rollout's reward; returns once it is committed. A rollout
+    /// with no recorded call is [`ProxyError::UnknownRollout`]; one a learner has trained on
+    /// is [`ProxyError::AlreadyTrained`] (its reward is part of a published update).
     pub fn reward(&self, r: RewardRecord) -> Result<()> {
-        self.write(|conn| {
-            conn.prepare_cached(
-                "INSERT INTO rewards (rollout, reward, info) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (rollout) DO UPDATE SET reward = excluded.reward, info = excluded.info",
-            )?
-            .execute(params![r.rollout, r.reward, r.info.to_string()])
-        })
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fail = store_error(&self.path);
+        let trained: Option<String> = conn
+            .prepare_cached("SELECT version FROM trained WHERE rollout = ?1")
+            .and_then(|mut s| s.query_row([&r.rollout], |row| row.get(0)).optional())
+            .map_err(&fail)?;
+        if let Some(version) = trained {
+            return Err(ProxyError::AlreadyTrained {
+                rollout: r.rollout,
+                version,
+            });
+        }
+        let known = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM calls WHERE rollout = ?1)")
+            .and_then(|mut s| s.query_row([&r.rollout], |row| row.get::<_, bool>(0)))
+            .map_err(&fail)?;
+        if !known {
+            return Err(ProxyError::UnknownRollout(r.rollout));
+        }
+        conn.prepare_cached(
+            "INSERT INTO rewards (rollout, reward, info) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (rollout) DO UPDATE SET reward = excluded.reward, info = excluded.info",
+        )
+        .and_then(|mut s| s.execute(params![r.rollout, r.reward, r.info.to_string()]))
+        .map(drop)
+        .map_err(fail)
     }
+
+    /// Marks `rollouts` as trained on by policy `version` (in one transaction; a rollout
+    /// already marked keeps its first version): their rewards can no longer change, and
+    /// [`TraceStore::untrained`] no longer lists them.
+    pub fn mark_trained(&self, rollouts: &[String], version: &str) -> Result<()> {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fail = store_error(&self.path);
+        let tx = conn.transaction().map_err(&fail)?;
+        {
+            let mut stmt = tx
+                .prepare_cached("INSERT OR IGNORE INTO trained (rollout, version) VALUES (?1, ?2)")
+                .map_err(&fail)?;
+            for rollout in rollouts {
+                stmt.execute(params![rollout, version]).map_err(&fail)?;
+            }
+        }
+        tx.commit().map_err(fail)
+    }
+}
+
+/// A rewarded rollout and the policy version that answered its first call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionOutcome {
+    /// The reward's position in arrival order (increasing; later rewards are larger).
+    pub order: i64,
+    /// The rollout.
+    pub rollout: String,
+    /// The `policy_version` its first answer named (`None` when the upstream names none).
+    pub version: Option<String>,
+    /// Its reward.
+    pub reward: f64,
 }
 
 /// The read side of the store.
@@ -266,6 +328,66 @@ impl TraceStore {
             )
             .optional()
             .map_err(store_error(&self.path))
+    }
+
+    /// Up to `limit` rewarded rollouts no learner has trained on yet, in the order their
+    /// rewards arrived.
+    pub fn untrained(&self, limit: usize) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT rollout FROM rewards WHERE rollout NOT IN (SELECT rollout FROM trained) \
+                 ORDER BY rowid LIMIT ?1",
+            )
+            .map_err(store_error(&self.path))?;
+        stmt.query_map([limit.min(i64::MAX as usize) as i64], |r| r.get(0))
+            .and_then(Iterator::collect)
+            .map_err(store_error(&self.path))
+    }
+
+    /// The position of the last reward to arrive (see [`VersionOutcome::order`]; 0 with none).
+    pub fn last_reward_order(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(rowid), 0) FROM rewards", [], |r| {
+                r.get(0)
+            })
+            .map_err(store_error(&self.path))
+    }
+
+    /// The version that trained on `rollout`, if one has.
+    pub fn trained_by(&self, rollout: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT version FROM trained WHERE rollout = ?1",
+                [rollout],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(store_error(&self.path))
+    }
+
+    /// Every reward that arrived after position `after` (see [`VersionOutcome::order`]),
+    /// with the policy version that answered its rollout's first call, in arrival order.
+    pub fn outcomes_since(&self, after: i64) -> Result<Vec<VersionOutcome>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.rowid, r.rollout, r.reward, \
+                 (SELECT json_extract(c.response, '$.policy_version') FROM calls c \
+                  WHERE c.rollout = r.rollout AND json_valid(c.response) ORDER BY c.id LIMIT 1) \
+                 FROM rewards r WHERE r.rowid > ?1 ORDER BY r.rowid",
+            )
+            .map_err(store_error(&self.path))?;
+        stmt.query_map([after], |r| {
+            Ok(VersionOutcome {
+                order: r.get(0)?,
+                rollout: r.get(1)?,
+                reward: r.get(2)?,
+                version: r.get::<_, Option<String>>(3).ok().flatten(),
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(store_error(&self.path))
     }
 
     /// Added latency (total minus upstream, at least 0) of every call, microseconds, sorted

@@ -5,6 +5,7 @@ pub mod check;
 pub mod compare;
 pub mod envs;
 pub mod eval;
+pub mod learn;
 pub mod model;
 pub mod new;
 pub mod proxy;

@@ -1,11 +1,15 @@
-//! `sandgym serve-policy`: a policy checkpoint behind an OpenAI-compatible API.
+//! `sandgym serve-policy`: a policy checkpoint behind an OpenAI-compatible API; with
+//! `--follow DIR`, new versions a learner publishes there are tried and served as they come.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use sandgym::policy::{Cpu, checkpoint};
-use sandgym::proxy::{PolicyServer, ServerConfig};
+use sandgym::proxy::judge::Judge;
+use sandgym::proxy::published::version_dir;
+use sandgym::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig, Trial};
 use sandgym::trainer::policy_dir;
 
 /// Options of `sandgym serve-policy`.
@@ -29,28 +33,90 @@ pub struct Args {
     /// The model name served.
     #[arg(long, default_value = "sandgym-policy")]
     model: String,
+    /// Follow a publish directory (`sandgym learn --publish DIR`): each new version is tried
+    /// and served; decisions go to DIR/decisions.jsonl. A restart serves the last promoted
+    /// version found there.
+    #[arg(long)]
+    follow: Option<PathBuf>,
+    /// The recording proxy's trace database: with it a new version is tried as a canary
+    /// (or shadow) and promoted or rolled back on its rewards; without it, served at once.
+    #[arg(long, requires = "follow")]
+    traces: Option<PathBuf>,
+    /// Share of rollouts the candidate answers during its trial (0 < share <= 1).
+    #[arg(long, default_value_t = 0.25)]
+    canary: f64,
+    /// Try candidates in shadow instead: they answer every request unseen and are compared
+    /// with the served answers (promotion is then by hand).
+    #[arg(long)]
+    shadow: bool,
+    /// Probability the candidate must be better (or worse) to be promoted (or rolled back).
+    #[arg(long, default_value_t = 0.95)]
+    confidence: f64,
+    /// Rollouts each version needs in a trial before anything is decided.
+    #[arg(long, default_value_t = 20)]
+    min_rollouts: u64,
+    /// Candidate rollouts after which a candidate not shown better is rolled back.
+    #[arg(long, default_value_t = 400)]
+    max_rollouts: u64,
 }
 
 /// Runs the subcommand until the process is stopped.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let (_, model, tokenizer) =
-        checkpoint::load::<Cpu>(&policy_dir(&args.checkpoint), &Default::default())?;
+    // A restarted follower serves the version it last promoted.
+    let resumed = match &args.follow {
+        Some(dir) => sandgym::proxy::last_incumbent(dir)?,
+        None => None,
+    };
+    let (dir, version) = match resumed {
+        Some(n) => (
+            version_dir(args.follow.as_deref().expect("resumed"), n).join("policy"),
+            format!("v{n}"),
+        ),
+        None => (policy_dir(&args.checkpoint), "v0".to_owned()),
+    };
+    let (config, model, tokenizer) = checkpoint::load::<Cpu>(&dir, &Default::default())?;
     let server = PolicyServer::start(
         model.for_inference(),
-        tokenizer,
+        tokenizer.clone(),
         ServerConfig {
             listen: format!("{}:{}", args.host, args.port),
             model_name: args.model.clone(),
             max_context: args.max_context,
             max_batch: args.max_batch,
+            version: version.clone(),
             ..ServerConfig::default()
         },
     )?;
+    let _follower = match &args.follow {
+        Some(follow) => {
+            let state = FollowState::new(
+                FollowConfig {
+                    dir: follow.clone(),
+                    traces: args.traces.clone(),
+                    trial: if args.shadow {
+                        Trial::Shadow
+                    } else {
+                        Trial::Canary { share: args.canary }
+                    },
+                    judge: Judge {
+                        confidence: args.confidence,
+                        min_rollouts: args.min_rollouts,
+                        max_rollouts: args.max_rollouts,
+                    },
+                    poll: Duration::from_millis(100),
+                },
+                server.controls(),
+                (&version, &config, &tokenizer),
+            )?;
+            Some(Follower::start(state))
+        }
+        None => None,
+    };
     println!("{}/v1", server.url());
     std::io::stdout().flush()?;
     eprintln!(
-        "serving {} as {:?}; stop with Ctrl-C",
-        args.checkpoint.display(),
+        "serving {} ({version}) as {:?}; stop with Ctrl-C",
+        dir.display(),
         args.model
     );
     loop {

@@ -483,6 +483,21 @@ impl<B: AutodiffBackend> Trainer<B> {
         self.learn(played, kept, filtered, stats, rollout_s)
     }
 
+    /// Changes the run's settings for what follows (e.g. a learner that never evaluates on
+    /// envs); settings that fail [`TrainConfig::validate`] are refused and nothing changes.
+    pub fn configure(&mut self, change: impl FnOnce(&mut TrainConfig)) -> Result<()> {
+        let mut c = self.config.clone();
+        change(&mut c);
+        c.validate()?;
+        self.config = c;
+        Ok(())
+    }
+
+    /// The policy's model configuration (architecture, LoRA, base model).
+    pub fn policy_config(&self) -> &PolicyConfig {
+        &self.policy_config
+    }
+
     /// The policy being trained, for inference (no autodiff).
     pub fn inference_model(&self) -> PolicyModel<B::InnerBackend> {
         self.learner.inference_model()

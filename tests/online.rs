@@ -1,0 +1,433 @@
+//! Learning while serving, end to end: traffic through the recording proxy to a following
+//! policy server, rewards posted, a learner's update published and swapped in mid-traffic
+//! without a failed request, a deliberately bad candidate rolled back on its rewards, a
+//! corrupt and a mismatched version refused, and rewards for unknown or trained rollouts
+//! refused.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandgym::env_api::{ResetOptions, Split};
+use sandgym::online::{LearnConfig, Learner};
+use sandgym::policy::{Cpu, CpuTrain, checkpoint};
+use sandgym::proxy::judge::Judge;
+use sandgym::proxy::published::{self, Manifest};
+use sandgym::proxy::{
+    Action, FollowConfig, FollowState, Follower, PolicyServer, Proxy, ProxyConfig, ServerConfig,
+    TraceStore, Trial,
+};
+use sandgym::trainer::{Trainer, policy_dir};
+use sandgym::{RunMeta, training::env_batch};
+use serde_json::{Value, json};
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sandgym-online-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A small guess-number run (SFT only) to serve and to continue learning from.
+fn small_run(out: &Path) {
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2, "max_turns": 3}, "sft": {"episodes": 8, "epochs": 1}, "optimiser": {"lr": 1e-3}}"#,
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(["train", "--env", "guess-number-v0", "--model", "tiny"])
+        .args([
+            "--algo",
+            "reinforce_pp",
+            "--iters",
+            "0",
+            "--eval-episodes",
+            "0",
+        ])
+        .arg("--config")
+        .arg(&config)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+fn post(url: &str, body: &Value, rollout: Option<&str>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = agent.post(url).header("content-type", "application/json");
+    if let Some(r) = rollout {
+        req = req.header("x-rollout-id", r);
+    }
+    let mut resp = match req.send(body.to_string()) {
+        Ok(r) => r,
+        Err(e) => return (0, Value::String(e.to_string())),
+    };
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn request(question: usize, temperature: f64) -> Value {
+    json!({
+        "model": "sandgym-policy",
+        "temperature": temperature,
+        "max_tokens": 24,
+        "messages": [
+            {"role": "system", "content": "Guess the number between 1 and 100."},
+            {"role": "user", "content": format!("Round {question}: make a guess.")},
+        ],
+        "tools": [{"type": "function", "function": {"name": "guess", "parameters": {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+        }}}],
+    })
+}
+
+/// The answer's token ids.
+fn answer(response: &Value) -> Vec<u64> {
+    response["choices"][0]["token_ids"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+/// The share of positions where `got` has `want`'s token.
+fn agreement(got: &[u64], want: &[u64]) -> f64 {
+    let same = got.iter().zip(want).filter(|(a, b)| a == b).count();
+    same as f64 / got.len().max(want.len()).max(1) as f64
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
+    sandgym::register_builtin_envs();
+    let run = tmp("run");
+    small_run(&run);
+    let publish = run.join("versions");
+    let db = run.join("traces.db");
+    let (config, model, tokenizer) =
+        checkpoint::load::<Cpu>(&policy_dir(&run), &Default::default()).unwrap();
+    let server = PolicyServer::start(
+        model.clone().for_inference(),
+        tokenizer.clone(),
+        ServerConfig {
+            version: "v0".into(),
+            ..ServerConfig::default()
+        },
+    )
+    .unwrap();
+    let proxy = Proxy::start(&ProxyConfig::new(server.url()), &db).unwrap();
+    // The task: answer as the serving policy answers greedily (its own reference answers); the
+    // reward is the share of tokens in place. The incumbent, sampling, earns more of it than a
+    // model of random weights.
+    let questions = 4;
+    let reference: Vec<Vec<u64>> = (0..questions)
+        .map(|q| {
+            let (status, resp) = post(
+                &format!("{}/v1/chat/completions", server.url()),
+                &request(q, 0.0),
+                None,
+            );
+            assert_eq!(status, 200, "{resp}");
+            answer(&resp)
+        })
+        .collect();
+    let follower = Follower::start(
+        FollowState::new(
+            FollowConfig {
+                dir: publish.clone(),
+                traces: Some(db.clone()),
+                trial: Trial::Canary { share: 0.5 },
+                judge: Judge {
+                    confidence: 0.95,
+                    min_rollouts: 10,
+                    max_rollouts: 1000,
+                },
+                poll: Duration::from_millis(20),
+            },
+            server.controls(),
+            ("v0", &config, &tokenizer),
+        )
+        .unwrap(),
+    );
+
+    // Harness traffic: one call per rollout through the proxy, then its reward.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let served: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let rollouts = Arc::new(AtomicUsize::new(0));
+    let traffic: Vec<_> = (0..2)
+        .map(|t| {
+            let (stop, failures, served, rollouts, reference) = (
+                stop.clone(),
+                failures.clone(),
+                served.clone(),
+                rollouts.clone(),
+                reference.clone(),
+            );
+            let base = format!("http://{}", proxy.addr());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let id = format!("t{t}-{i}");
+                    let q = i % questions;
+                    i += 1;
+                    let (status, resp) = post(
+                        &format!("{base}/rollouts/{id}/v1/chat/completions"),
+                        &request(q, 0.7),
+                        None,
+                    );
+                    if status != 200 {
+                        failures.lock().unwrap().push(format!("{status}: {resp}"));
+                        continue;
+                    }
+                    let version = resp["policy_version"].as_str().unwrap_or("?").to_owned();
+                    *served.lock().unwrap().entry(version).or_default() += 1;
+                    let reward = agreement(&answer(&resp), &reference[q]);
+                    let (status, resp) = post(
+                        &format!("{base}/rollouts/{id}/reward"),
+                        &json!({"reward": reward}),
+                        None,
+                    );
+                    if status != 200 {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("reward {status}: {resp}"));
+                    }
+                    rollouts.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+
+    // The learner continues the run on the traffic's rewarded rollouts.
+    let meta = RunMeta::read(&run).unwrap();
+    let envs = env_batch(
+        &meta.run.target(),
+        meta.run.backend,
+        meta.train.episodes_per_iter(),
+    )
+    .unwrap();
+    let trainer = Trainer::<CpuTrain>::resume(
+        &run,
+        envs,
+        ResetOptions::split(Split::Train),
+        Default::default(),
+    )
+    .unwrap();
+    let before = trainer.iteration();
+    let mut learner = Learner::new(
+        trainer,
+        LearnConfig {
+            traces: db.clone(),
+            publish: publish.clone(),
+            batch: 8,
+            limits: Default::default(),
+        },
+    )
+    .unwrap();
+    wait_for("8 rewarded rollouts", Duration::from_secs(120), || {
+        rollouts.load(Ordering::Relaxed) >= 8
+    });
+    let step = learner.step().unwrap().expect("a batch was waiting");
+    let learned = format!("v{}", before + 1);
+    assert_eq!(step.version, learned);
+    assert_eq!(step.rollouts, 8);
+    assert_eq!(step.traces.calls_exact, 8, "{:?}", step.traces);
+    assert!(step.metrics.update_norm > 0.0, "{:?}", step.metrics);
+    // Swapped in mid-traffic: the canary answers its share of rollouts.
+    wait_for(
+        "the learned version to serve",
+        Duration::from_secs(60),
+        || served.lock().unwrap().contains_key(&learned),
+    );
+
+    // A deliberately bad candidate: the same model with random weights.
+    let bad = config.init::<Cpu>(&Default::default());
+    let manifest = |number: u64| Manifest {
+        version: format!("v{number}"),
+        number,
+        rollouts: Vec::new(),
+        reward_mean: 0.0,
+        published_us: 0,
+    };
+    published::publish(&publish, &manifest(50), &config, &bad, &tokenizer).unwrap();
+    wait_for(
+        "the bad candidate's verdict",
+        Duration::from_secs(180),
+        || {
+            sandgym::proxy::decisions(&publish)
+                .unwrap()
+                .iter()
+                .any(|d| d.version == "v50" && d.action != Action::Staged)
+        },
+    );
+    let decisions = sandgym::proxy::decisions(&publish).unwrap();
+    let verdict = decisions
+        .iter()
+        .find(|d| d.version == "v50" && d.action != Action::Staged)
+        .unwrap();
+    assert_eq!(verdict.action, Action::RolledBack, "{decisions:#?}");
+    let (incumbent, candidate) = verdict.tallies.unwrap();
+    assert!(candidate.mean() < incumbent.mean(), "{verdict:?}");
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d.version == learned && d.action == Action::Superseded),
+        "{decisions:#?}"
+    );
+
+    // A version of another architecture, and a corrupt one: refused, the incumbent serves on.
+    let other = sandgym::policy::PolicyConfig::new(config.vocab_size)
+        .with_d_model(16)
+        .with_n_layers(1)
+        .with_n_heads(2)
+        .with_n_kv_heads(1)
+        .with_d_ff(16);
+    let other_model = other.init::<Cpu>(&Default::default());
+    published::publish(&publish, &manifest(51), &other, &other_model, &tokenizer).unwrap();
+    published::publish(&publish, &manifest(52), &config, &bad, &tokenizer).unwrap();
+    let weights = std::fs::read_dir(publish.join("v52/policy"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "mpk"))
+        .unwrap();
+    std::fs::write(&weights, b"not a checkpoint").unwrap();
+    // The corrupt one is the newest: the follower takes it (the mismatched one was seen only
+    // if a round fell between the two publications), so publish it again as v53 after.
+    wait_for("v52's refusal", Duration::from_secs(30), || {
+        sandgym::proxy::decisions(&publish)
+            .unwrap()
+            .iter()
+            .any(|d| d.version == "v52")
+    });
+    std::fs::rename(publish.join("v51"), publish.join("v53")).unwrap();
+    wait_for("v53's refusal", Duration::from_secs(30), || {
+        sandgym::proxy::decisions(&publish)
+            .unwrap()
+            .iter()
+            .any(|d| d.version == "v53")
+    });
+    let decisions = sandgym::proxy::decisions(&publish).unwrap();
+    for (version, says) in [("v52", "checkpoint"), ("v53", "not the incumbent's")] {
+        let d = decisions.iter().find(|d| d.version == version).unwrap();
+        assert_eq!(d.action, Action::Refused, "{d:?}");
+        assert!(d.reason.contains(says), "{d:?}");
+    }
+    let served_before = served.lock().unwrap().get("v0").copied().unwrap_or(0);
+    wait_for(
+        "the incumbent to keep serving",
+        Duration::from_secs(30),
+        || served.lock().unwrap().get("v0").copied().unwrap_or(0) > served_before + 4,
+    );
+    stop.store(true, Ordering::Relaxed);
+    for t in traffic {
+        t.join().unwrap();
+    }
+    drop(follower);
+    let failures = failures.lock().unwrap();
+    assert!(failures.is_empty(), "failed requests: {failures:?}");
+    let status = server.status();
+    assert_eq!(status.incumbent, "v0");
+    assert_eq!(status.candidate, None);
+
+    // Rewards that would change what was trained, or that belong to nothing, are refused.
+    let base = format!("http://{}", proxy.addr());
+    let trained = published::list(&publish).unwrap()[0]
+        .1
+        .as_ref()
+        .unwrap()
+        .rollouts[0]
+        .clone();
+    let (status, resp) = post(
+        &format!("{base}/rollouts/{trained}/reward"),
+        &json!({"reward": 1.0}),
+        None,
+    );
+    assert_eq!(status, 409, "{resp}");
+    assert!(resp.to_string().contains("already trained"), "{resp}");
+    let (status, resp) = post(
+        &format!("{base}/rollouts/nobody/reward"),
+        &json!({"reward": 1.0}),
+        None,
+    );
+    assert_eq!(status, 404, "{resp}");
+    assert!(resp.to_string().contains("unknown"), "{resp}");
+
+    // A restarted learner takes only rollouts no update has taken.
+    drop(learner);
+    let meta = RunMeta::read(&run).unwrap();
+    let envs = env_batch(
+        &meta.run.target(),
+        meta.run.backend,
+        meta.train.episodes_per_iter(),
+    )
+    .unwrap();
+    let trainer = Trainer::<CpuTrain>::resume(
+        &run,
+        envs,
+        ResetOptions::split(Split::Train),
+        Default::default(),
+    )
+    .unwrap();
+    assert_eq!(trainer.iteration(), before + 1);
+    let mut learner = Learner::new(
+        trainer,
+        LearnConfig {
+            traces: db.clone(),
+            publish: publish.clone(),
+            batch: 8,
+            limits: Default::default(),
+        },
+    )
+    .unwrap();
+    let second = learner
+        .step()
+        .unwrap()
+        .expect("more than 8 rollouts are waiting");
+    let first: Vec<String> = published::list(&publish).unwrap()[0]
+        .1
+        .as_ref()
+        .unwrap()
+        .rollouts
+        .clone();
+    let again = published::list(&publish)
+        .unwrap()
+        .into_iter()
+        .find(|(n, _)| format!("v{n}") == second.version)
+        .unwrap()
+        .1
+        .unwrap()
+        .rollouts;
+    assert!(
+        again.iter().all(|r| !first.contains(r)),
+        "{first:?} {again:?}"
+    );
+    let store = TraceStore::open(&db).unwrap();
+    assert_eq!(
+        store.trained_by(&again[0]).unwrap().as_deref(),
+        Some(second.version.as_str())
+    );
+    let _ = std::fs::remove_dir_all(&run);
+}
