@@ -431,3 +431,178 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     );
     let _ = std::fs::remove_dir_all(&run);
 }
+
+/// Starts `sandgym ARGS` (a server) and returns it with the first line it prints (its
+/// address); killed when dropped, so a failing assertion leaves no server behind.
+fn spawn(args: &[&std::ffi::OsStr]) -> (KillOnDrop, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (KillOnDrop(child), line.trim().to_owned())
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn get(url: &str) -> Value {
+    let mut resp = ureq::get(url).call().unwrap();
+    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+}
+
+/// The same loop from the command line: `serve-policy --follow`, `proxy`, `learn`.
+#[test]
+fn learn_publishes_and_serve_policy_follows_from_the_command_line() {
+    let run = tmp("cli");
+    small_run(&run);
+    let versions = run.join("versions");
+    let db = run.join("traces.db");
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let (_server, api) = spawn(&[
+        os("serve-policy").as_os_str(),
+        os("--checkpoint").as_os_str(),
+        run.as_os_str(),
+        os("--port").as_os_str(),
+        os("0").as_os_str(),
+        os("--follow").as_os_str(),
+        versions.as_os_str(),
+    ]);
+    let base = api.trim_end_matches("/v1").to_owned();
+    let (_proxy, proxy) = spawn(&[
+        os("proxy").as_os_str(),
+        os("--upstream").as_os_str(),
+        os(&api).as_os_str(),
+        os("--port").as_os_str(),
+        os("0").as_os_str(),
+        os("--db").as_os_str(),
+        db.as_os_str(),
+    ]);
+    for i in 0..4 {
+        let (status, resp) = post(
+            &format!("{proxy}/rollouts/c{i}/v1/chat/completions"),
+            &request(i, 1.0),
+            None,
+        );
+        assert_eq!(status, 200, "{resp}");
+        assert_eq!(resp["policy_version"], "v0");
+        let (status, resp) = post(
+            &format!("{proxy}/rollouts/c{i}/reward"),
+            &json!({"reward": f64::from(i as u8) / 3.0}),
+            None,
+        );
+        assert_eq!(status, 200, "{resp}");
+    }
+    let learn = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(["learn", "--batch", "4", "--updates", "1", "--run"])
+        .arg(&run)
+        .arg("--traces")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&learn.stderr);
+    assert!(learn.status.success(), "{stderr}");
+    let step: Value = serde_json::from_slice(&learn.stdout).unwrap();
+    let version = step["version"].as_str().unwrap().to_owned();
+    assert_eq!(step["rollouts"], 4, "{step}");
+    assert!(versions.join(&version).join("manifest.json").exists());
+    // Without a trace store the follower serves it at once.
+    wait_for("the learned version", Duration::from_secs(30), || {
+        get(&format!("{base}/v1/policy"))["incumbent"] == version.as_str()
+    });
+    let (status, resp) = post(
+        &format!("{proxy}/rollouts/after/v1/chat/completions"),
+        &request(0, 1.0),
+        None,
+    );
+    assert_eq!(
+        (status, resp["policy_version"].as_str()),
+        (200, Some(version.as_str()))
+    );
+    // Trained rollouts keep their rewards.
+    let (status, _) = post(
+        &format!("{proxy}/rollouts/c0/reward"),
+        &json!({"reward": 1}),
+        None,
+    );
+    assert_eq!(status, 409);
+
+    // Absurd settings are clear errors.
+    let bad = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(["learn", "--batch", "0", "--run"])
+        .arg(&run)
+        .arg("--traces")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("batch"));
+    let bad = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args([
+            "serve-policy",
+            "--port",
+            "0",
+            "--canary",
+            "1.5",
+            "--checkpoint",
+        ])
+        .arg(&run)
+        .arg("--follow")
+        .arg(&versions)
+        .arg("--traces")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("share"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&run);
+}
+
+#[test]
+fn bench_online_measures_the_serving_path_and_the_swap() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args([
+            "bench",
+            "online",
+            "--json",
+            "--seconds",
+            "1",
+            "--rate",
+            "200",
+        ])
+        .args(["--rounds", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for phase in ["proxy_alone", "proxy_while_training"] {
+        assert_eq!(v[phase]["lost_traces"], 0, "{v}");
+        assert!(v[phase]["requests"].as_u64().unwrap() > 100, "{v}");
+    }
+    let swap = &v["update_to_served"];
+    assert_eq!(swap["each_ms"].as_array().unwrap().len(), 2, "{v}");
+    assert!(swap["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(swap["failed_requests"], 0, "{v}");
+}

@@ -2,6 +2,7 @@
 
 mod crash;
 mod env_server;
+mod online;
 mod proxy;
 mod sql_scale;
 
@@ -28,6 +29,10 @@ pub enum What {
     /// The recording proxy: added latency p50/p99 at ~1,000 requests/s against a fast
     /// upstream on loopback, and that no answered call is missing from the store.
     Proxy,
+    /// Learning while serving: the proxy's requests/s and latency alone and while a training
+    /// run uses the same cores (canned upstream), and the time from a published update to
+    /// the first answer of the new version (`--model`, `--rounds`).
+    Online,
     /// An env server (OpenEnv's protocol) on loopback: sessions held, requests/s and
     /// round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent at growing
     /// numbers of concurrent sessions.
@@ -65,6 +70,9 @@ pub struct Args {
     /// env's `max_rows_read`; default, the env's own).
     #[arg(long, default_value_t = sandgym_env_sql::DEFAULT_MAX_ROWS_READ)]
     max_rows_read: u64,
+    /// `bench online`: versions published and waited for.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
     /// `bench crash`: kill-and-resume trials.
     #[arg(long, default_value_t = 20)]
     trials: usize,
@@ -74,7 +82,7 @@ pub struct Args {
     /// Requests per second `bench proxy` sends (and `bench env-server`'s open-loop case).
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
-    /// The model `bench policy` measures: `tiny` (the default), a known pretrained model, a
+    /// The model `bench policy` (and `bench online`'s swaps) measures: `tiny` (the default), a known pretrained model, a
     /// `.gguf` file or a Hugging Face directory.
     #[arg(long, default_value = sandgym::training::TINY_MODEL)]
     model: String,
@@ -95,6 +103,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         What::Crash => crash::run(args.trials, args.seed)?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
+        What::Online => online::run(
+            Duration::from_secs_f64(args.seconds.max(1.0)),
+            args.rate,
+            &args.model,
+            args.rounds.clamp(1, 1000),
+        )?,
         What::EnvServer => match args.soak {
             Some(episodes) => env_server::soak(episodes)?,
             None => env_server::run(
