@@ -6,7 +6,9 @@
 //! - `GET /api/episode?id=…` — one episode whole (or one rollout's calls);
 //! - `POST /api/replay?id=…` — the episode's actions played again in the env from its seed;
 //! - `POST /api/baseline?id=…` — the scripted baseline on the same task and seed;
-//! - `GET /api/labels`, `POST /api/labels` — the labels file.
+//! - `GET /api/labels`, `POST /api/labels` — the labels file;
+//! - `GET /api/decisions` — a run's published policy versions and what the following server
+//!   did with each (`versions/decisions.jsonl`: staged, promoted, rolled back, refused).
 
 use std::sync::Arc;
 
@@ -76,7 +78,8 @@ pub(super) fn router(app: Arc<App>) -> Router {
         .route("/api/episode", get(episode))
         .route("/api/replay", axum::routing::post(replay))
         .route("/api/baseline", axum::routing::post(baseline))
-        .route("/api/labels", get(labels).post(add_label));
+        .route("/api/labels", get(labels).post(add_label))
+        .route("/api/decisions", get(decisions));
     for asset in ASSETS {
         router = router.route(
             asset.path,
@@ -173,6 +176,27 @@ async fn summary(State(app): State<Arc<App>>) -> Response {
             "labels": app.labels.display().to_string(),
             "problems": problems,
         }))
+    })
+    .await
+}
+
+async fn decisions(State(app): State<Arc<App>>) -> Response {
+    blocking(app, |app| {
+        let dir = crate::online::default_publish_dir(&app.source.path);
+        let (decisions, problems) = match crate::proxy::decisions(&dir) {
+            Ok(d) => (d, Vec::new()),
+            Err(e) => (Vec::new(), vec![e.to_string()]),
+        };
+        let versions: Vec<Value> = crate::proxy::published::list(&dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(_, m)| m.ok())
+            .map(|m| {
+                json!({"version": m.version, "rollouts": m.rollouts.len(),
+                       "reward_mean": m.reward_mean, "published_us": m.published_us})
+            })
+            .collect();
+        Ok(json!({"decisions": decisions, "versions": versions, "problems": problems}))
     })
     .await
 }
@@ -465,6 +489,24 @@ mod tests {
             !dir.join(crate::labels::LABELS_FILE).exists(),
             "nothing was labelled"
         );
+        // No published versions: an empty list; a torn decision log: a problem, not a failure.
+        let r = get(addr, "/api/decisions");
+        assert!(r.contains("\"decisions\":[]"), "{r}");
+        std::fs::create_dir_all(dir.join("versions")).unwrap();
+        std::fs::write(
+            dir.join("versions/decisions.jsonl"),
+            "{\"at_us\": 1, \"action\": \"staged\", \"version\": \"v1\", \"incumbent\": \"v0\", \"reason\": \"r\", \"tallies\": null}\n{\"at",
+        )
+        .unwrap();
+        let r = get(addr, "/api/decisions");
+        assert!(r.starts_with("HTTP/1.1 200") && r.contains("decisions.jsonl"), "{r}");
+        std::fs::write(
+            dir.join("versions/decisions.jsonl"),
+            "{\"at_us\": 1, \"action\": \"rolled_back\", \"version\": \"v1\", \"incumbent\": \"v0\", \"reason\": \"worse\", \"tallies\": null}\n",
+        )
+        .unwrap();
+        let r = get(addr, "/api/decisions");
+        assert!(r.contains("\"rolled_back\"") && r.contains("worse"), "{r}");
         // Still serving.
         assert!(get(addr, "/api/summary").starts_with("HTTP/1.1 200"));
         assert!(get(addr, "/").contains("sandgym view"));

@@ -54,6 +54,7 @@ function showTab(name) {
   for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.tab === name);
   for (const p of document.querySelectorAll(".panel")) p.hidden = p.id !== name;
   if (name === "labels") loadLabels();
+  if (name === "versions") loadDecisions();
   if (name === "curves") for (const c of charts) c.plot.setSize(chartSize(c.div));
 }
 for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => showTab(b.dataset.tab));
@@ -380,6 +381,20 @@ async function loadLabels() {
   document.getElementById("labels-table").tBodies[0].replaceChildren(...r.labels.map((l) => el("tr", {},
     el("td", { text: l.episode }), el("td", {}, el("span", { class: l.verdict === "good" ? "ok" : "bad", text: l.verdict })),
     el("td", { text: l.reason || "" }), el("td", {}, l.corrected_action ? el("code", { text: `step ${l.step}: ${JSON.stringify(l.corrected_action)}` }) : "–"))));
+}
+
+// ---------- policy versions ----------
+async function loadDecisions() {
+  const r = await api("/api/decisions");
+  setProblems("decisions", r.problems);
+  const good = new Set(["promoted", "replaced"]);
+  const bad = new Set(["rolled_back", "refused"]);
+  document.getElementById("decisions-table").tBodies[0].replaceChildren(...r.decisions.map((d) => el("tr", {},
+    el("td", { text: new Date(d.at_us / 1000).toLocaleString() }),
+    el("td", {}, el("span", { class: good.has(d.action) ? "ok" : bad.has(d.action) ? "bad" : "", text: d.action.replace("_", " ") })),
+    el("td", { text: d.version }), el("td", { text: d.incumbent }), el("td", { text: d.reason }))));
+  document.getElementById("versions-table").tBodies[0].replaceChildren(...r.versions.map((v) => el("tr", {},
+    el("td", { text: v.version }), el("td", { text: fmt(v.rollouts) }), el("td", { text: fmt(v.reward_mean) }))));
 }
 
 // ---------- start ----------
