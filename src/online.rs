@@ -175,7 +175,9 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             &self.config.publish,
             &manifest,
             self.trainer.policy_config(),
-            &self.trainer.inference_model(),
+            // The trained model itself: a LoRA model is published as its adapters (its
+            // inference copy has them merged into the weights).
+            self.trainer.model(),
             self.trainer.tokenizer(),
         )?;
         self.writer

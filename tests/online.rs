@@ -161,7 +161,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
                 judge: Judge {
                     confidence: 0.95,
                     min_rollouts: 10,
-                    max_rollouts: 1000,
+                    max_rollouts: 40,
                 },
                 poll: Duration::from_millis(20),
             },
@@ -291,12 +291,27 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     assert_eq!(verdict.action, Action::RolledBack, "{decisions:#?}");
     let (incumbent, candidate) = verdict.tallies.unwrap();
     assert!(candidate.mean() < incumbent.mean(), "{verdict:?}");
-    assert!(
+    // The learned version's trial ran to its verdict before the bad one was tried.
+    let first_verdict = |version: &str| {
         decisions
             .iter()
-            .any(|d| d.version == learned && d.action == Action::Superseded),
+            .position(|d| d.version == version && d.action != Action::Staged)
+    };
+    let learned_verdict = first_verdict(&learned).expect("the learned version was judged");
+    assert!(
+        matches!(
+            decisions[learned_verdict].action,
+            Action::Promoted | Action::RolledBack
+        ),
         "{decisions:#?}"
     );
+    assert!(learned_verdict < first_verdict("v50").unwrap());
+    let incumbent_now = decisions[learned_verdict..]
+        .iter()
+        .rev()
+        .find(|d| d.version == learned && d.action == Action::Promoted)
+        .map_or("v0", |_| learned.as_str())
+        .to_owned();
 
     // A version of another architecture, and a corrupt one: refused, the incumbent serves on.
     let other = sandgym::policy::PolicyConfig::new(config.vocab_size)
@@ -314,8 +329,9 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         .find(|p| p.extension().is_some_and(|e| e == "mpk"))
         .unwrap();
     std::fs::write(&weights, b"not a checkpoint").unwrap();
-    // The corrupt one is the newest: the follower takes it (the mismatched one was seen only
-    // if a round fell between the two publications), so publish it again as v53 after.
+    // The corrupt one is the newest: the follower takes it (and logs the mismatched one as
+    // superseded, unless a round fell between the two publications), so the mismatched one
+    // is published again as v53 after.
     wait_for("v52's refusal", Duration::from_secs(30), || {
         sandgym::proxy::decisions(&publish)
             .unwrap()
@@ -335,11 +351,12 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         assert_eq!(d.action, Action::Refused, "{d:?}");
         assert!(d.reason.contains(says), "{d:?}");
     }
-    let served_before = served.lock().unwrap().get("v0").copied().unwrap_or(0);
+    let count = |v: &str| served.lock().unwrap().get(v).copied().unwrap_or(0);
+    let served_before = count(&incumbent_now);
     wait_for(
         "the incumbent to keep serving",
         Duration::from_secs(30),
-        || served.lock().unwrap().get("v0").copied().unwrap_or(0) > served_before + 4,
+        || count(&incumbent_now) > served_before + 4,
     );
     stop.store(true, Ordering::Relaxed);
     for t in traffic {
@@ -349,7 +366,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     let failures = failures.lock().unwrap();
     assert!(failures.is_empty(), "failed requests: {failures:?}");
     let status = server.status();
-    assert_eq!(status.incumbent, "v0");
+    assert_eq!(status.incumbent, incumbent_now);
     assert_eq!(status.candidate, None);
 
     // Rewards that would change what was trained, or that belong to nothing, are refused.

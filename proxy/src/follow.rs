@@ -66,7 +66,7 @@ pub enum Action {
     Replaced,
     /// Not loaded: corrupt, or does not fit the incumbent.
     Refused,
-    /// Dropped from its trial for a newer version.
+    /// Never tried, or dropped from a shadow trial: a newer version came first.
     Superseded,
 }
 
@@ -220,18 +220,35 @@ impl FollowState {
         &self.incumbent
     }
 
-    /// One round: reads new rewards, judges the candidate on trial, then takes the newest
-    /// version published since the last round. Returns the decisions made (also logged).
+    /// One round: reads new rewards, judges the canary on trial, then, when no canary is on
+    /// trial, takes the newest version published since the last one taken (versions published
+    /// in between are logged as superseded: a canary's trial runs to its verdict, so a learner
+    /// that publishes faster than trials end still has its latest work tried). A shadow has no
+    /// verdict: a newer version replaces it. Returns the decisions made (also logged).
     pub fn tick(&mut self) -> Result<Vec<Decision>> {
         let mut made = Vec::new();
         self.read_rewards()?;
         if let Some(decision) = self.judge() {
             made.push(decision);
         }
-        let newest = published::list(&self.config.dir)?
-            .into_iter()
-            .rfind(|(n, _)| *n > self.seen);
-        if let Some((number, manifest)) = newest {
+        let canary_on_trial = self.trial.is_some() && self.config.trial != Trial::Shadow;
+        let listed = if canary_on_trial {
+            Vec::new()
+        } else {
+            published::list(&self.config.dir)?
+        };
+        let newest = listed.iter().rposition(|(n, _)| *n > self.seen);
+        if let Some(at) = newest {
+            let number = listed[at].0;
+            for (skipped, _) in listed[..at].iter().filter(|(n, _)| *n > self.seen) {
+                made.push(self.decision(
+                    Action::Superseded,
+                    &format!("v{skipped}"),
+                    format!("v{number} was published before it could be tried"),
+                    None,
+                ));
+            }
+            let manifest = listed.into_iter().nth(at).expect("found above").1;
             self.seen = number;
             let version = format!("v{number}");
             let loaded = manifest.map_err(|e| e.to_string()).and_then(|_| {
@@ -265,7 +282,7 @@ impl FollowState {
             made.push(self.decision(
                 Action::Superseded,
                 &old.version,
-                format!("{version} was published during its trial"),
+                format!("{version} was published during its shadow trial"),
                 None,
             ));
         }

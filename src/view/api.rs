@@ -499,7 +499,10 @@ mod tests {
         )
         .unwrap();
         let r = get(addr, "/api/decisions");
-        assert!(r.starts_with("HTTP/1.1 200") && r.contains("decisions.jsonl"), "{r}");
+        assert!(
+            r.starts_with("HTTP/1.1 200") && r.contains("decisions.jsonl"),
+            "{r}"
+        );
         std::fs::write(
             dir.join("versions/decisions.jsonl"),
             "{\"at_us\": 1, \"action\": \"rolled_back\", \"version\": \"v1\", \"incumbent\": \"v0\", \"reason\": \"worse\", \"tallies\": null}\n",
