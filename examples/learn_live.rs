@@ -92,6 +92,11 @@ struct Played {
     failed: Option<String>,
 }
 
+/// One row of the reward-over-time table: rollouts, reward sum, successes, failures, and
+/// rollouts per serving version.
+#[derive(Debug, Default)]
+struct Window(usize, f64, usize, usize, BTreeMap<String, usize>);
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     sandgym::register_builtin_envs();
