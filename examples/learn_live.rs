@@ -258,8 +258,7 @@ fn main() -> anyhow::Result<()> {
     let mut played = played.into_inner().expect("played");
     played.sort_by(|a, b| a.ended_s.total_cmp(&b.ended_s));
     let window = args.window * 60.0;
-    let mut rows: BTreeMap<usize, (usize, f64, usize, usize, BTreeMap<String, usize>)> =
-        BTreeMap::new();
+    let mut rows: BTreeMap<usize, Window> = BTreeMap::new();
     for p in &played {
         let row = rows.entry((p.ended_s / window) as usize).or_default();
         row.0 += 1;
@@ -274,7 +273,7 @@ fn main() -> anyhow::Result<()> {
     }
     println!("minutes      rollouts  mean reward  success  failed  served by");
     let mut table = Vec::new();
-    for (w, (n, reward, success, failed, by)) in &rows {
+    for (w, Window(n, reward, success, failed, by)) in &rows {
         let from = *w as f64 * args.window;
         println!(
             "{from:5.1}-{:<5.1} {n:8} {:12.3} {:8.3} {failed:7}  {by:?}",
