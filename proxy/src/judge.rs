@@ -9,32 +9,32 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The rewards of one version's rollouts.
+/// The rewards of one version's rollouts: their count, mean and sum of squared deviations,
+/// kept by Welford's update, so equal rewards give a mean of exactly that reward and a
+/// variance of exactly 0 (running sums of squares leave rounding noise that would read as a
+/// difference).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tally {
     /// Rollouts.
     pub n: u64,
-    /// Sum of rewards.
-    pub sum: f64,
-    /// Sum of squared rewards.
-    pub sum_sq: f64,
+    /// Their mean reward (0 with none).
+    pub mean: f64,
+    /// The sum of squared deviations from the mean.
+    pub m2: f64,
 }
 
 impl Tally {
     /// Adds a rollout's reward.
     pub fn add(&mut self, reward: f64) {
         self.n += 1;
-        self.sum += reward;
-        self.sum_sq += reward * reward;
+        let delta = reward - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (reward - self.mean);
     }
 
     /// The mean reward (0 with no rollout).
     pub fn mean(&self) -> f64 {
-        if self.n == 0 {
-            0.0
-        } else {
-            self.sum / self.n as f64
-        }
+        self.mean
     }
 
     /// The unbiased variance (0 with fewer than two rollouts).
@@ -42,8 +42,7 @@ impl Tally {
         if self.n < 2 {
             return 0.0;
         }
-        let n = self.n as f64;
-        ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0)
+        (self.m2 / (self.n - 1) as f64).max(0.0)
     }
 }
 
@@ -87,13 +86,18 @@ fn normal_cdf(z: f64) -> f64 {
 
 impl Judge {
     /// The probability that the candidate is better (from Welch's z; 0.5 when both sides are
-    /// constant and equal).
+    /// constant and equal). Differences within rounding (1e-12 of the rewards' size) are no
+    /// difference.
     pub fn p_better(incumbent: &Tally, candidate: &Tally) -> f64 {
-        let diff = candidate.mean() - incumbent.mean();
+        let scale = candidate.mean().abs().max(incumbent.mean().abs()).max(1.0);
+        let mut diff = candidate.mean() - incumbent.mean();
+        if diff.abs() <= 1e-12 * scale {
+            diff = 0.0;
+        }
         let se = (candidate.variance() / candidate.n.max(1) as f64
             + incumbent.variance() / incumbent.n.max(1) as f64)
             .sqrt();
-        if se == 0.0 {
+        if se <= 1e-12 * scale {
             return match diff.partial_cmp(&0.0) {
                 Some(std::cmp::Ordering::Greater) => 1.0,
                 Some(std::cmp::Ordering::Less) => 0.0,
