@@ -90,6 +90,47 @@ pub fn read_config(dir: &Path) -> Result<PolicyConfig> {
     Ok(config)
 }
 
+/// Loads a LoRA checkpoint saved by [`save`] over `base`, the weights of its base model
+/// already in memory (loaded once, shared by many checkpoints: a server swapping adapter
+/// versions reads only the adapters). `base_info` says which model `base` is; a checkpoint
+/// over another base (by digest), or one without adapters, is a [`PolicyError::Checkpoint`].
+pub fn load_onto<B: Backend>(
+    dir: &Path,
+    base: &PolicyModel<B>,
+    base_info: &crate::pretrained::ModelInfo,
+    device: &B::Device,
+) -> Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
+    let config = read_config(dir)?;
+    let (Some(lora), Some(info)) = (&config.lora, &config.base) else {
+        return Err(checkpoint_error(
+            dir,
+            "not a LoRA checkpoint over a base model",
+        ));
+    };
+    if info.sha256 != base_info.sha256 {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "its base model has SHA-256 {}, not the loaded base's {}",
+                info.sha256, base_info.sha256
+            ),
+        ));
+    }
+    let tokenizer = Tokenizer::load(&dir.join(TOKENIZER))?;
+    if tokenizer.vocab_size() != config.vocab_size {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "the tokenizer has {} tokens but the model expects {}",
+                tokenizer.vocab_size(),
+                config.vocab_size
+            ),
+        ));
+    }
+    let model = apply_adapters(dir, lora, base.clone(), device)?;
+    Ok((config, model, tokenizer))
+}
+
 /// Loads a checkpoint saved by [`save`]. A missing, truncated or mismatched file is a
 /// [`PolicyError::Checkpoint`] naming it, never a panic.
 pub fn load<B: Backend>(
@@ -163,7 +204,18 @@ fn load_adapted<B: Backend>(
             ),
         ));
     }
-    let model = loaded.model.with_lora(lora, device);
+    apply_adapters(dir, lora, loaded.model, device)
+}
+
+/// `base` with the adapters saved in `dir` (a LoRA checkpoint's `adapters.mpk`), checked
+/// against `lora`'s shapes.
+fn apply_adapters<B: Backend>(
+    dir: &Path,
+    lora: &crate::LoraConfig,
+    base: PolicyModel<B>,
+    device: &B::Device,
+) -> Result<PolicyModel<B>> {
+    let model = base.with_lora(lora, device);
     let state = model.lora_state().expect("adapters were just added");
     let path = dir.join(format!("{ADAPTERS}.mpk"));
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();

@@ -155,6 +155,8 @@ pub struct FollowState {
     read_up_to: i64,
     trial: Option<OnTrial>,
     tallies: HashMap<String, Tally>,
+    /// The base model of LoRA versions, once one has been loaded.
+    base: Option<(sandgym_policy::pretrained::ModelInfo, PolicyModel<Cpu>)>,
 }
 
 fn architecture(config: &PolicyConfig) -> PolicyConfig {
@@ -211,6 +213,7 @@ impl FollowState {
             read_up_to,
             trial: None,
             tallies: HashMap::new(),
+            base: None,
             config,
         })
     }
@@ -359,10 +362,29 @@ impl FollowState {
         }
     }
 
-    /// Loads a published checkpoint and checks it fits the incumbent.
-    fn load(&self, dir: &Path) -> std::result::Result<PolicyModel<Cpu>, String> {
-        let (config, model, tokenizer) =
-            checkpoint::load::<Cpu>(dir, &Default::default()).map_err(|e| e.to_string())?;
+    /// Loads a published checkpoint, checks it fits the incumbent and readies it for
+    /// sampling (adapters merged). A LoRA version's base model is loaded once and kept: later
+    /// versions over it read only their adapters.
+    fn load(&mut self, dir: &Path) -> std::result::Result<PolicyModel<Cpu>, String> {
+        let device = Default::default();
+        let text = |e: sandgym_policy::PolicyError| e.to_string();
+        let header = checkpoint::read_config(dir).map_err(text)?;
+        let (config, model, tokenizer) = match (&header.lora, &header.base) {
+            (Some(_), Some(info)) => {
+                if self
+                    .base
+                    .as_ref()
+                    .is_none_or(|(have, _)| have.sha256 != info.sha256)
+                {
+                    let loaded = sandgym_policy::pretrained::load::<Cpu>(&info.source, &device)
+                        .map_err(|e| format!("its base model {}: {e}", info.source))?;
+                    self.base = Some((loaded.info, loaded.model));
+                }
+                let (info, base) = self.base.as_ref().expect("loaded above");
+                checkpoint::load_onto::<Cpu>(dir, base, info, &device).map_err(text)?
+            }
+            _ => checkpoint::load::<Cpu>(dir, &device).map_err(text)?,
+        };
         if architecture(&config) != self.reference.0 {
             return Err(format!(
                 "its model ({} layers, width {}, vocabulary {}, base {:?}) is not the incumbent's \
@@ -380,7 +402,7 @@ impl FollowState {
         if tokenizer.to_json() != self.reference.1 {
             return Err("its tokenizer is not the incumbent's".into());
         }
-        Ok(model)
+        Ok(model.for_inference())
     }
 
     fn decision(
@@ -586,6 +608,61 @@ mod tests {
         ] {
             assert!(FollowState::new(bad, server.controls(), ("v3", &config, &tokenizer)).is_err());
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// LoRA versions over a pretrained base (the policy crate's tiny Llama fixture) load over
+    /// the base kept from the first, serve merged, and a version over another base is refused.
+    #[test]
+    fn lora_versions_load_over_a_kept_base_and_serve_merged() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../policy/tests/fixtures/tiny-llama"
+        );
+        let device = Default::default();
+        let base = sandgym_policy::pretrained::load::<Cpu>(fixture, &device).unwrap();
+        let lora = sandgym_policy::LoraConfig::default();
+        let config = base
+            .config
+            .clone()
+            .with_lora(Some(lora.clone()))
+            .with_base(Some(base.info.clone()));
+        let adapted = base.model.clone().with_lora(&lora, &device);
+        let dir = std::env::temp_dir().join(format!("sandgym-follow-lora-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let server = PolicyServer::start(
+            adapted.clone().for_inference(),
+            base.tokenizer.clone(),
+            ServerConfig::default(),
+        )
+        .unwrap();
+        let mut state = FollowState::new(
+            FollowConfig::new(&dir, None),
+            server.controls(),
+            ("v0", &config, &base.tokenizer),
+        )
+        .unwrap();
+        let manifest = |number: u64| Manifest {
+            version: format!("v{number}"),
+            number,
+            rollouts: Vec::new(),
+            reward_mean: 0.0,
+            published_us: 0,
+        };
+        for n in [1, 2] {
+            publish(&dir, &manifest(n), &config, &adapted, &base.tokenizer).unwrap();
+            let made = state.tick().unwrap();
+            assert_eq!(made[0].action, Action::Replaced, "{made:?}");
+        }
+        assert!(state.base.is_some(), "the base is kept");
+        assert_eq!(server.status().incumbent, "v2");
+        let mut other = config.clone();
+        other.base.as_mut().unwrap().sha256 = "0".repeat(64);
+        publish(&dir, &manifest(3), &other, &adapted, &base.tokenizer).unwrap();
+        let made = state.tick().unwrap();
+        assert_eq!(made[0].action, Action::Refused, "{made:?}");
+        assert!(made[0].reason.contains("SHA-256"), "{made:?}");
+        assert_eq!(server.status().incumbent, "v2");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

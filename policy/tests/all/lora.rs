@@ -127,6 +127,22 @@ fn lora_checkpoints_hold_adapters_and_the_base_identity() {
     checkpoint::save(&dir2, &wrong, &model, &base.tokenizer).unwrap();
     let err = checkpoint::load::<Cpu>(&dir2, &Default::default()).unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
+    // Over a base already in memory (a server swapping versions): the same model, the base
+    // read once; another base, or a checkpoint without adapters, is refused.
+    let kept = tiny_llama::<Cpu>();
+    let (onto_config, onto, _) =
+        checkpoint::load_onto::<Cpu>(&dir, &kept.model, &kept.info, &Default::default()).unwrap();
+    assert_eq!(onto_config, config);
+    assert!(max_diff(&logits(&onto), &want) < 1e-6);
+    let err = checkpoint::load_onto::<Cpu>(&dir2, &kept.model, &kept.info, &Default::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("SHA-256"), "{err}");
+    let plain = tempdir("plain");
+    checkpoint::save(&plain, &base.config, &kept.model, &base.tokenizer).unwrap();
+    let err = checkpoint::load_onto::<Cpu>(&plain, &kept.model, &kept.info, &Default::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("not a LoRA checkpoint"), "{err}");
+    let _ = std::fs::remove_dir_all(&plain);
     // Truncated adapters are an error, not a panic.
     let f = dir.join("adapters.mpk");
     let bytes = std::fs::read(&f).unwrap();
