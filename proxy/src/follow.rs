@@ -138,6 +138,8 @@ struct OnTrial {
     version: String,
     /// Rewards that arrived before it was staged are not counted.
     since: i64,
+    /// The judge's looks made so far.
+    looked: usize,
 }
 
 /// The follower's state; [`Follower::tick`] does one round.
@@ -293,6 +295,7 @@ impl FollowState {
         self.trial = Some(OnTrial {
             version: version.to_owned(),
             since: self.read_up_to,
+            looked: 0,
         });
         self.tallies.clear();
         made.push(self.decision(
@@ -319,32 +322,40 @@ impl FollowState {
     }
 
     fn judge(&mut self) -> Option<Decision> {
-        let trial = self.trial.as_ref()?;
+        let (version, look) = self.trial.as_ref().map(|t| (t.version.clone(), t.looked))?;
         let incumbent = self
             .tallies
             .get(&self.incumbent)
             .copied()
             .unwrap_or_default();
-        let candidate = self
-            .tallies
-            .get(&trial.version)
-            .copied()
-            .unwrap_or_default();
+        let candidate = self.tallies.get(&version).copied().unwrap_or_default();
         // A shadow's answers are never served, so no reward scores it: it stays until a
         // newer version comes (its record is the agreement in the server's status).
         if self.config.trial == Trial::Shadow {
             return None;
         }
-        let verdict = self.config.judge.decide(&incumbent, &candidate);
+        // Only at the judge's look points (see Judge::looks), each looked at once.
+        let looks = self.config.judge.looks();
+        let due = looks.get(look).is_some_and(|&at| candidate.n >= at)
+            && incumbent.n >= self.config.judge.min_rollouts;
+        if !due {
+            return None;
+        }
+        if let Some(t) = self.trial.as_mut() {
+            t.looked += 1;
+        }
+        let verdict = self.config.judge.decide(&incumbent, &candidate, look);
         let p = Judge::p_better(&incumbent, &candidate);
-        let version = trial.version.clone();
         let tallies = Some((incumbent, candidate));
         let reason = format!(
-            "mean reward {:.3} over {} rollouts against the incumbent's {:.3} over {}; P(better) = {p:.3}",
+            "mean reward {:.3} over {} rollouts against the incumbent's {:.3} over {}; P(better) = {p:.3} at look {} of {} (each needs {:.4})",
             candidate.mean(),
             candidate.n,
             incumbent.mean(),
-            incumbent.n
+            incumbent.n,
+            look + 1,
+            looks.len(),
+            self.config.judge.per_look_confidence()
         );
         match verdict {
             Verdict::Wait => None,

@@ -49,10 +49,11 @@ pub struct Args {
     /// with the served answers (promotion is then by hand).
     #[arg(long)]
     shadow: bool,
-    /// Probability the candidate must be better (or worse) to be promoted (or rolled back).
+    /// Confidence of a verdict over the whole trial: the judge looks at --min-rollouts,
+    /// doubling, and --max-rollouts, each look needing 1 - (1 - confidence) / looks.
     #[arg(long, default_value_t = 0.95)]
     confidence: f64,
-    /// Rollouts each version needs in a trial before anything is decided.
+    /// Rollouts each version needs in a trial before the judge's first look.
     #[arg(long, default_value_t = 20)]
     min_rollouts: u64,
     /// Candidate rollouts after which a candidate not shown better is rolled back.
