@@ -324,9 +324,19 @@ pub fn print(c: &Comparison, env: &str, split: Split) {
     ];
     println!("{}", report_table(&rows));
     if c.policy.prompt_too_long > 0 {
+        let names = &c.policy.prompt_too_long_tasks;
+        let shown: Vec<&str> = names.iter().take(10).map(String::as_str).collect();
+        let more = names.len().saturating_sub(shown.len());
         println!(
-            "{} episodes played no turn: their first prompt does not fit the model's context",
-            c.policy.prompt_too_long
+            "{} episodes played no turn: their first prompt (the task and its database's \
+             schema) does not fit the model's context: {}{}",
+            c.policy.prompt_too_long,
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
         );
     }
 }

@@ -907,6 +907,31 @@ fn train_and_eval_a_pretrained_model_with_lora() {
     let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
     assert_eq!(report["policy"]["episodes"], 3, "{report}");
     assert_eq!(report["policy"]["prompt_too_long"], 3, "{report}");
+    let named = report["policy"]["prompt_too_long_tasks"]
+        .as_array()
+        .unwrap();
+    assert_eq!(named.len(), 3, "{report}");
+    assert!(
+        named
+            .iter()
+            .all(|t| t.as_str().is_some_and(|t| !t.is_empty())),
+        "{report}"
+    );
+    let text = sandgym(&[
+        "eval",
+        "--model",
+        &model,
+        "--env",
+        "sql-agent-v0",
+        "--episodes",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("does not fit the model's context")
+            && stdout.contains(named[0].as_str().unwrap()),
+        "{stdout}"
+    );
     assert_eq!(report["policy"]["mean_turns"], 0.0, "{report}");
 
     // GRPO with LoRA on guess-number: the checkpoint holds the adapters and names its base.

@@ -31,6 +31,11 @@ pub struct EvalReport {
     /// Of those, episodes whose very first prompt did not fit (they played no turn).
     #[serde(default)]
     pub prompt_too_long: usize,
+    /// Which: each one's task id (or `seed N` for an env without task ids), so a task whose
+    /// prompt (a database's schema, say) is too large for the model is named, not just
+    /// counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompt_too_long_tasks: Vec<String>,
     /// Each episode's outcome, in the order played, to pair with another evaluation on the
     /// same episodes ([`Paired`](crate::Paired)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -54,6 +59,11 @@ impl EvalReport {
                 .iter()
                 .filter(|e| e.out_of_context && e.turns.is_empty())
                 .count(),
+            prompt_too_long_tasks: episodes
+                .iter()
+                .filter(|e| e.out_of_context && e.turns.is_empty())
+                .map(|e| e.task.clone().unwrap_or_else(|| format!("seed {}", e.seed)))
+                .collect(),
             outcomes: episodes
                 .iter()
                 .map(|e| crate::Outcome {
