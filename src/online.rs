@@ -15,6 +15,12 @@
 //! for, not treated as on-policy. Group algorithms (GRPO, RLOO, DAPO) group rollouts by their
 //! first prompt (the same task asked again); REINFORCE++ and PPO need no groups.
 //!
+//! When the serving side rolls back (or refuses) a version, the learner's own weights have
+//! gone the wrong way: before its next update it starts again from the version that serves
+//! (the last one promoted, or `v0`, the starting point it publishes when it first starts), with
+//! a fresh optimiser, once per such decision (`learn_rebased.json` in the run records the last
+//! one acted on).
+//!
 //! Nothing is trained on twice and a crash loses nothing: before an update the learner writes
 //! which rollouts it takes (`learn_pending.json` in the run); after it, the run's checkpoint is
 //! saved, the version published with those rollouts in its manifest, and the rollouts marked
@@ -29,14 +35,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_proxy::published::{self, Manifest};
-use sandgym_proxy::{TraceReader, TraceStats, TraceStore, TraceWriter};
+use sandgym_proxy::{Action, TraceReader, TraceStats, TraceStore, TraceWriter};
 use sandgym_trainer::{IterMetrics, RolloutStats, Trainer};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{ActionLimits, Cpu};
+use crate::policy::{ActionLimits, Cpu, checkpoint};
 
 /// The file in the run directory naming the rollouts of an update under way.
 pub const PENDING: &str = "learn_pending.json";
+/// The file in the run directory naming the last rollback the learner started again after.
+pub const REBASED: &str = "learn_rebased.json";
 
 /// How a [`Learner`] runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +85,8 @@ pub struct LearnStep {
     pub traces: TraceStats,
     /// Seconds from taking the rollouts to the version being published.
     pub seconds: f64,
+    /// The serving version the update started again from, after a rollback.
+    pub rebased_from: Option<String>,
 }
 
 /// A trainer fed from the trace store; see the module documentation.
@@ -125,6 +135,15 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             config,
         };
         learner.recover()?;
+        // The starting point, to come back to after a rollback while it still serves.
+        let start = published::version_dir(&learner.config.publish, 0);
+        if !start.exists() {
+            learner.publish(&Pending {
+                iter: 0,
+                rollouts: Vec::new(),
+                reward_mean: 0.0,
+            })?;
+        }
         Ok(learner)
     }
 
@@ -185,6 +204,40 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
         Ok(dir)
     }
 
+    /// Starts again from the serving version when a version was rolled back or refused since
+    /// the last time it did; returns the version it started again from.
+    pub fn rebase_after_rollback(&mut self) -> anyhow::Result<Option<String>> {
+        let decisions = sandgym_proxy::decisions(&self.config.publish)?;
+        let path = self.trainer.out().join(REBASED);
+        let done_until: i64 = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["after_us"].as_i64())
+            .unwrap_or(i64::MIN);
+        let Some(rejected) = decisions.iter().rev().find(|d| {
+            d.at_us > done_until && matches!(d.action, Action::RolledBack | Action::Refused)
+        }) else {
+            return Ok(None);
+        };
+        let serving = &rejected.incumbent;
+        let number: u64 = serving
+            .strip_prefix('v')
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("the serving version {serving:?} is not one of v<n>"))?;
+        let dir = published::version_dir(&self.config.publish, number).join("policy");
+        let (_, model, _) = checkpoint::load::<B>(&dir, &Default::default())
+            .with_context(|| format!("loading the serving version {serving}"))?;
+        self.trainer.reset_policy(model);
+        std::fs::write(
+            &path,
+            serde_json::json!({"after_us": rejected.at_us, "version": rejected.version,
+                               "started_again_from": serving})
+            .to_string(),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Some(serving.clone()))
+    }
+
     /// One update when `batch` rewarded rollouts are waiting; `None` otherwise.
     pub fn step(&mut self) -> anyhow::Result<Option<LearnStep>> {
         let store = TraceStore::open(&self.config.traces)?;
@@ -193,6 +246,7 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             return Ok(None);
         }
         let clock = Instant::now();
+        let rebased_from = self.rebase_after_rollback()?;
         // Group algorithms compare rollouts of one task: the same first prompt.
         let mut groups: HashMap<Vec<u32>, usize> = HashMap::new();
         let mut labelled = Vec::with_capacity(ids.len());
@@ -245,6 +299,7 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             metrics,
             traces,
             seconds: clock.elapsed().as_secs_f64(),
+            rebased_from,
         }))
     }
 

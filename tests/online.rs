@@ -371,12 +371,20 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
 
     // Rewards that would change what was trained, or that belong to nothing, are refused.
     let base = format!("http://{}", proxy.addr());
-    let trained = published::list(&publish).unwrap()[0]
-        .1
-        .as_ref()
-        .unwrap()
-        .rollouts[0]
-        .clone();
+    let rollouts_of = |version: &str| -> Vec<String> {
+        published::list(&publish)
+            .unwrap()
+            .into_iter()
+            .find(|(n, _)| format!("v{n}") == version)
+            .unwrap()
+            .1
+            .unwrap()
+            .rollouts
+    };
+    // The learner published its starting point as v0 (what it starts again from after a
+    // rollback while v0 serves); it trained on nothing.
+    assert!(rollouts_of("v0").is_empty());
+    let trained = rollouts_of(&learned)[0].clone();
     let (status, resp) = post(
         &format!("{base}/rollouts/{trained}/reward"),
         &json!({"reward": 1.0}),
@@ -423,20 +431,12 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         .step()
         .unwrap()
         .expect("more than 8 rollouts are waiting");
-    let first: Vec<String> = published::list(&publish).unwrap()[0]
-        .1
-        .as_ref()
-        .unwrap()
-        .rollouts
-        .clone();
-    let again = published::list(&publish)
-        .unwrap()
-        .into_iter()
-        .find(|(n, _)| format!("v{n}") == second.version)
-        .unwrap()
-        .1
-        .unwrap()
-        .rollouts;
+    let first = rollouts_of(&learned);
+    let again = rollouts_of(&second.version);
+    // v50 was rolled back since the learner's last update: it started again from the
+    // version serving then, once.
+    assert_eq!(second.rebased_from.as_deref(), Some(incumbent_now.as_str()));
+    assert_eq!(learner.rebase_after_rollback().unwrap(), None);
     assert!(
         again.iter().all(|r| !first.contains(r)),
         "{first:?} {again:?}"

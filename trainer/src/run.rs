@@ -493,6 +493,19 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok(())
     }
 
+    /// Replaces the policy being trained with `model` (same architecture), with a fresh
+    /// optimiser state: e.g. a learner whose version was rolled back starts again from the
+    /// version that serves. The next iteration's checkpoint holds it.
+    pub fn reset_policy(&mut self, model: PolicyModel<B>) {
+        let device = self.learner.device.clone();
+        self.learner = Learner::for_config(
+            model,
+            self.policy_config.vocab_size,
+            &self.config.optimiser,
+            device,
+        );
+    }
+
     /// The policy's model configuration (architecture, LoRA, base model).
     pub fn policy_config(&self) -> &PolicyConfig {
         &self.policy_config
