@@ -671,8 +671,9 @@ fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpErro
         .entry(route.served.version.clone())
         .or_default() += 1;
     if let Some(shadow) = route.shadow {
-        // The same request, seed and all, for the candidate: compared, never served. A
-        // shadow never delays the answer (its job runs after, beside later requests).
+        // The same request, seed and all, for the candidate: compared, never served. It is
+        // queued once the served answer is ready, so it never delays that answer; it does
+        // take generation capacity from the requests after it.
         let (tx, rx) = crossbeam_channel::bounded(1);
         let job = Job {
             policy: shadow,

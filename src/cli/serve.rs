@@ -47,7 +47,7 @@ pub struct Args {
     canary: f64,
     /// Try candidates in shadow instead: they answer every request unseen and are compared
     /// with the served answers (promotion is then by hand).
-    #[arg(long)]
+    #[arg(long, requires = "traces")]
     shadow: bool,
     /// Confidence of a verdict over the whole trial: the judge looks at --min-rollouts,
     /// doubling, and --max-rollouts, each look needing 1 - (1 - confidence) / looks.
