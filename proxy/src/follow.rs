@@ -142,7 +142,8 @@ struct OnTrial {
     looked: usize,
 }
 
-/// The follower's state; [`Follower::tick`] does one round.
+/// The follower's state; [`FollowState::tick`] does one round, and a [`Follower`] runs it on a
+/// thread.
 #[derive(Debug)]
 pub struct FollowState {
     config: FollowConfig,
