@@ -2,7 +2,7 @@
 
 Checks /health, /metadata, /schema, a 422 on an unknown tool, what `openenv validate URL`
 checks of a running server, then plays one episode over /ws with the generic sync client and
-prints what it saw as JSON. Used by tests/cli.rs and scripts/image-check.sh.
+prints what it saw as JSON. Used by tests/cli/openenv.rs and scripts/image-check.sh.
 """
 import json, re, sys, requests
 from openenv.core.generic_client import GenericEnvClient

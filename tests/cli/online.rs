@@ -1,11 +1,11 @@
-//! Learning while serving, end to end: traffic through the recording proxy to a following
+//! Learning while serving (`learn`, `serve-policy --follow`, `bench online`), end to end: traffic through the recording proxy to a following
 //! policy server, rewards posted, a learner's update published and swapped in mid-traffic
 //! without a failed request, a deliberately bad candidate rolled back on its rewards, a
 //! corrupt and a mismatched version refused, and rewards for unknown or trained rollouts
 //! refused.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,13 +22,9 @@ use sandgym::proxy::{
 };
 use sandgym::trainer::{Trainer, policy_dir};
 use sandgym::{RunMeta, training::env_batch};
-use serde_json::{Value, json};
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sandgym-online-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
+use super::common::{spawn, tmp};
+use serde_json::{Value, json};
 
 /// A small guess-number run (SFT only) to serve and to continue learning from.
 fn small_run(out: &Path) {
@@ -449,34 +445,6 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     let _ = std::fs::remove_dir_all(&run);
 }
 
-/// Starts `sandgym ARGS` (a server) and returns it with the first line it prints (its
-/// address); killed when dropped, so a failing assertion leaves no server behind.
-fn spawn(args: &[&std::ffi::OsStr]) -> (KillOnDrop, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgym"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    (KillOnDrop(child), line.trim().to_owned())
-}
-
-/// A child process killed when dropped.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn get(url: &str) -> Value {
     let mut resp = ureq::get(url).call().unwrap();
     serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
@@ -489,26 +457,19 @@ fn learn_publishes_and_serve_policy_follows_from_the_command_line() {
     small_run(&run);
     let versions = run.join("versions");
     let db = run.join("traces.db");
-    let os = |s: &str| std::ffi::OsString::from(s);
+    let path = |p: &Path| p.to_str().expect("a UTF-8 temporary path").to_owned();
+    let (run_s, versions_s, db_s) = (path(&run), path(&versions), path(&db));
     let (_server, api) = spawn(&[
-        os("serve-policy").as_os_str(),
-        os("--checkpoint").as_os_str(),
-        run.as_os_str(),
-        os("--port").as_os_str(),
-        os("0").as_os_str(),
-        os("--follow").as_os_str(),
-        versions.as_os_str(),
+        "serve-policy",
+        "--checkpoint",
+        &run_s,
+        "--port",
+        "0",
+        "--follow",
+        &versions_s,
     ]);
     let base = api.trim_end_matches("/v1").to_owned();
-    let (_proxy, proxy) = spawn(&[
-        os("proxy").as_os_str(),
-        os("--upstream").as_os_str(),
-        os(&api).as_os_str(),
-        os("--port").as_os_str(),
-        os("0").as_os_str(),
-        os("--db").as_os_str(),
-        db.as_os_str(),
-    ]);
+    let (_proxy, proxy) = spawn(&["proxy", "--upstream", &api, "--port", "0", "--db", &db_s]);
     for i in 0..4 {
         let (status, resp) = post(
             &format!("{proxy}/rollouts/c{i}/v1/chat/completions"),

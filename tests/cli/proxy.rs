@@ -1,0 +1,178 @@
+//! `compare`, `serve-policy` and `proxy` as processes, and `bench proxy`.
+
+use super::common::{sandgym, spawn, tmp};
+
+#[test]
+fn compare_then_serve_the_policy_behind_the_proxy() {
+    // Both approaches on the SQL agent: one iteration of 2 tasks x 2 rollouts, no SFT.
+    let out = tmp("compare");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0}, "sft": {"episodes": 0}}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "compare",
+        "--env",
+        "sql-agent-v0",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (env, proxy) = (&report["env_approach"], &report["proxy_approach"]);
+    assert!(env["integration_lines"].as_u64().unwrap() > 100, "{report}");
+    assert_eq!(proxy["integration_lines"], 0);
+    // The harness consults its sub-agent, so every run makes at least two calls, all recorded.
+    let calls = proxy["model_calls"].as_u64().unwrap();
+    assert!(calls >= 8, "{report}");
+    assert_eq!(proxy["calls_captured_exactly"], calls, "{report}");
+    assert_eq!(
+        proxy["tokens_captured_exactly"], proxy["generated_tokens"],
+        "{report}"
+    );
+    // The env approach's figures are measured the same way (its rollout engine's journal).
+    let env_calls = env["model_calls"].as_u64().unwrap();
+    assert!(env_calls > 0, "{report}");
+    assert_eq!(env["calls_captured_exactly"], env_calls, "{report}");
+    assert_eq!(
+        env["tokens_captured_exactly"], env["generated_tokens"],
+        "{report}"
+    );
+    assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
+    assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
+    // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero
+    // median means the timing is not measured.
+    let (p50, p99) = (
+        proxy["added_latency_p50_ms"].as_f64().unwrap(),
+        proxy["added_latency_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p99 >= p50, "{report}");
+    assert!(env["added_latency_p50_ms"].is_null());
+    assert_eq!(env["reward_curve"].as_array().unwrap().len(), 1);
+    assert_eq!(proxy["reward_curve"].as_array().unwrap().len(), 1);
+    assert!(out.join("compare-reward.png").exists());
+    assert!(out.join("proxy/traces.db").exists());
+
+    // `train --source proxy`: the same proxy path as a training run of its own.
+    let px = out.join("px");
+    let run = sandgym(&[
+        "train",
+        "--env",
+        "sql-agent-v0",
+        "--model",
+        "tiny",
+        "--source",
+        "proxy",
+        "--iters",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        px.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let metrics = std::fs::read_to_string(px.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 1);
+    let store = sandgym::proxy::TraceStore::open(&px.join("traces.db")).unwrap();
+    assert!(store.count().unwrap() >= 8);
+    // Resumed, a proxy-source run stays on the proxy source.
+    let resumed = sandgym(&[
+        "train",
+        "--resume",
+        px.to_str().unwrap(),
+        "--eval-episodes",
+        "0",
+    ]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("proxy source"), "{stderr}");
+    let bad = sandgym(&["train", "--env", "guess-number-v0", "--source", "proxy"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no harness"));
+
+    // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
+    let ckpt = out.join("env");
+    let (mut server, api) = spawn(&[
+        "serve-policy",
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--port",
+        "0",
+    ]);
+    let db = out.join("cli-traces.db");
+    let (mut proxy_proc, proxy_url) = spawn(&[
+        "proxy",
+        "--upstream",
+        &api,
+        "--port",
+        "0",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let body = serde_json::json!({"model": "sandgym-policy", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "How many customers are there?"}]});
+    let mut resp = ureq::post(&format!("{proxy_url}/rollouts/cli/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert!(
+        answer["choices"][0]["token_ids"].as_array().unwrap().len() > 1,
+        "{answer}"
+    );
+    // Killed without warning, the proxy has still kept what it answered.
+    proxy_proc.0.kill().unwrap();
+    server.0.kill().unwrap();
+    let _ = (proxy_proc.0.wait(), server.0.wait());
+    let store = sandgym::proxy::TraceStore::open(&db).unwrap();
+    assert_eq!(store.calls("cli").unwrap().len(), 1);
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
+}
+
+#[test]
+fn bench_proxy_reports_added_latency_and_loses_nothing() {
+    let out = sandgym(&[
+        "bench",
+        "proxy",
+        "--json",
+        "--seconds",
+        "1",
+        "--rate",
+        "500",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Each side's latencies are real measurements: positive, and p99 at least p50. (The
+    // added latency is their difference, which noise may push below zero.)
+    for side in ["direct", "proxied"] {
+        let p50 = v[format!("{side}_p50_ms")].as_f64().unwrap();
+        let p99 = v[format!("{side}_p99_ms")].as_f64().unwrap();
+        assert!(p50 > 0.0 && p99 >= p50, "{side}: {v}");
+    }
+    assert!(v["p50_ms"].is_number() && v["p99_ms"].is_number(), "{v}");
+    assert!(v["requests_per_s"].as_f64().unwrap() > 100.0, "{v}");
+    assert_eq!(v["lost_traces"], 0, "{v}");
+}
