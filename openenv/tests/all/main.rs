@@ -1,0 +1,3 @@
+//! Integration tests of the env server and its client.
+
+mod server;
