@@ -171,7 +171,7 @@ fn architecture(config: &PolicyConfig) -> PolicyConfig {
 impl FollowState {
     /// Follows `config.dir` for the server behind `controls`, which serves `incumbent` (its
     /// version name, architecture and tokenizer). Versions numbered up to the highest already
-    /// decided (by a previous run) are not taken again.
+    /// decided (by a previous run) are not taken again; one left on trial is.
     pub fn new(
         config: FollowConfig,
         controls: Controls,
@@ -192,8 +192,10 @@ impl FollowState {
                 reason: format!("a canary's share must be within (0, 1] (got {share})"),
             });
         }
+        // A version staged but not judged when the last run stopped is tried again.
         let seen = decisions(&config.dir)?
             .iter()
+            .filter(|d| d.action != Action::Staged)
             .filter_map(|d| version_number(&d.version))
             .max()
             .unwrap_or(0)
@@ -603,6 +605,31 @@ mod tests {
         assert_eq!(
             logged.iter().map(|d| d.action).collect::<Vec<_>>(),
             [Action::Staged, Action::Promoted]
+        );
+        // A version left on trial when the server stopped is tried again after a restart.
+        publish(
+            &follow.dir,
+            &Manifest {
+                version: "v4".into(),
+                number: 4,
+                ..manifest.clone()
+            },
+            &config,
+            &model,
+            &tokenizer,
+        )
+        .unwrap();
+        assert_eq!(again.tick().unwrap()[0].action, Action::Staged);
+        let mut restarted = FollowState::new(
+            follow.clone(),
+            server.controls(),
+            ("v3", &config, &tokenizer),
+        )
+        .unwrap();
+        let made = restarted.tick().unwrap();
+        assert_eq!(
+            (made[0].action, made[0].version.as_str()),
+            (Action::Staged, "v4")
         );
         // Absurd settings are refused up front.
         for bad in [
