@@ -584,3 +584,26 @@ fn bench_online_measures_the_serving_path_and_the_swap() {
     assert!(swap["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(swap["failed_requests"], 0, "{v}");
 }
+
+#[test]
+fn bench_serve_measures_a_short_request_behind_a_long_batch() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgym"))
+        .args(["bench", "serve", "--json", "--rounds", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "short_solo_p50_ms",
+        "short_behind_long_p50_ms",
+        "long_p50_ms",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert!(v["ratio_p50"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["long_tokens_mean"].as_f64().unwrap() >= 1.0, "{v}");
+}

@@ -4,6 +4,7 @@ mod crash;
 mod env_server;
 mod online;
 mod proxy;
+mod serve;
 mod sql_scale;
 
 use std::process::ExitCode;
@@ -33,6 +34,9 @@ pub enum What {
     /// run uses the same cores (canned upstream), and the time from a published update to
     /// the first answer of the new version (`--model`, `--rounds`).
     Online,
+    /// The policy server: a short request's latency alone and while a batch of long requests
+    /// generates (`--model`, `--rounds`).
+    Serve,
     /// An env server (OpenEnv's protocol) on loopback: sessions held, requests/s and
     /// round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent at growing
     /// numbers of concurrent sessions.
@@ -70,7 +74,7 @@ pub struct Args {
     /// env's `max_rows_read`; default, the env's own).
     #[arg(long, default_value_t = sandgym_env_sql::DEFAULT_MAX_ROWS_READ)]
     max_rows_read: u64,
-    /// `bench online`: versions published and waited for.
+    /// `bench online`: versions published and waited for; `bench serve`: rounds measured.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// `bench crash`: kill-and-resume trials.
@@ -103,6 +107,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         What::Crash => crash::run(args.trials, args.seed)?,
         What::Proxy => proxy::run(Duration::from_secs_f64(args.seconds.max(1.0)), args.rate)?,
+        What::Serve => serve::run(&args.model, args.rounds.clamp(1, 1000), 8, 256)?,
         What::Online => online::run(
             Duration::from_secs_f64(args.seconds.max(1.0)),
             args.rate,

@@ -1,0 +1,117 @@
+//! `sandgym bench serve`: a short request's latency at the policy server, alone and while a
+//! batch of long requests is generating (the server runs `concurrent_batches` batches at
+//! once, so a request arriving during a long batch starts beside it instead of after it).
+
+use std::time::{Duration, Instant};
+
+use sandgym::approach::percentile;
+use sandgym::policy::Cpu;
+use sandgym::proxy::{PolicyServer, ServerConfig};
+use sandgym::training::{ModelChoice, initial_policy, is_pretrained_model};
+use serde_json::{Map, Value, json};
+
+fn body(max_tokens: u32) -> String {
+    json!({"messages": [{"role": "user", "content": "Say something."}],
+           "max_tokens": max_tokens, "temperature": 1.0})
+    .to_string()
+}
+
+/// One request's latency (µs) and its completion tokens.
+fn call(agent: &ureq::Agent, url: &str, body: &str) -> anyhow::Result<(u64, u64)> {
+    let started = Instant::now();
+    let mut resp = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .send(body)?;
+    let text = resp.body_mut().read_to_string()?;
+    let took = started.elapsed().as_micros() as u64;
+    let v: Value = serde_json::from_str(&text)?;
+    let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    Ok((took, tokens))
+}
+
+fn ms(us: u64) -> Value {
+    json!((us as f64 / 10.0).round() / 100.0)
+}
+
+/// Runs `rounds` of: the short request alone, then the same while `long` requests of
+/// `long_tokens` tokens generate.
+pub fn run(
+    model: &str,
+    rounds: usize,
+    long: usize,
+    long_tokens: u32,
+) -> anyhow::Result<Map<String, Value>> {
+    let choice = ModelChoice {
+        model: Some(model.to_owned()),
+        lora_rank: if is_pretrained_model(model) { 8 } else { 0 },
+    };
+    let (_, policy, tokenizer) = initial_policy::<Cpu>(&choice, 0, &Default::default())?;
+    let server = PolicyServer::start(
+        policy.for_inference(),
+        tokenizer,
+        ServerConfig {
+            max_batch: long.max(1),
+            ..ServerConfig::default()
+        },
+    )?;
+    let url = format!("{}/v1/chat/completions", server.url());
+    let agent = ureq::Agent::new_with_defaults();
+    let short = body(8);
+    // Warm up (first use of each shape).
+    call(&agent, &url, &short)?;
+    let mut solo = Vec::new();
+    let mut behind = Vec::new();
+    let mut long_us = Vec::new();
+    let mut long_tokens_made = Vec::new();
+    for _ in 0..rounds {
+        solo.push(call(&agent, &url, &short)?.0);
+        let long_body = body(long_tokens);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            for _ in 0..long {
+                let (url, long_body, tx) = (url.clone(), long_body.clone(), tx.clone());
+                scope.spawn(move || {
+                    let agent = ureq::Agent::new_with_defaults();
+                    let _ = tx.send(call(&agent, &url, &long_body).map_err(|e| e.to_string()));
+                });
+            }
+            // The short request arrives once the long batch is generating.
+            std::thread::sleep(Duration::from_millis(20));
+            behind.push(call(&agent, &url, &short)?.0);
+            Ok(())
+        })?;
+        drop(tx);
+        for r in rx {
+            let (us, tokens) = r.map_err(anyhow::Error::msg)?;
+            long_us.push(us);
+            long_tokens_made.push(tokens);
+        }
+    }
+    solo.sort_unstable();
+    behind.sort_unstable();
+    long_us.sort_unstable();
+    let (s50, b50) = (percentile(&solo, 0.5), percentile(&behind, 0.5));
+    let mut m = Map::new();
+    m.insert("model".into(), json!(model));
+    m.insert("rounds".into(), json!(rounds));
+    m.insert("long_requests".into(), json!(long));
+    m.insert("long_max_tokens".into(), json!(long_tokens));
+    m.insert("short_solo_p50_ms".into(), ms(s50));
+    m.insert("short_behind_long_p50_ms".into(), ms(b50));
+    m.insert(
+        "short_behind_long_max_ms".into(),
+        ms(*behind.last().unwrap_or(&0)),
+    );
+    m.insert(
+        "ratio_p50".into(),
+        json!((b50 as f64 / s50.max(1) as f64 * 100.0).round() / 100.0),
+    );
+    m.insert("long_p50_ms".into(), ms(percentile(&long_us, 0.5)));
+    // The short request was behind the long batch only if that batch outlasted it.
+    m.insert(
+        "long_tokens_mean".into(),
+        json!(long_tokens_made.iter().sum::<u64>() as f64 / long_tokens_made.len().max(1) as f64),
+    );
+    Ok(m)
+}
