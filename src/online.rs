@@ -12,8 +12,12 @@
 //! run's algorithm and publishes the result. The recorded log-probs are those of the version
 //! that served each call, so the ratio the clipped objectives take is the importance weight of
 //! the current policy against the serving one: traffic served by an older version is corrected
-//! for, not treated as on-policy. Group algorithms (GRPO, RLOO, DAPO) group rollouts by their
-//! first prompt (the same task asked again); REINFORCE++ and PPO need no groups.
+//! for, not treated as on-policy. The current policy's log-probs are taken at the run's
+//! sampling temperature (`rollout.temperature`): traffic sampled at another temperature is
+//! weighed against that distribution (its ratios clipped like any other), so serve at the
+//! run's temperature to learn from it as intended. Group algorithms (GRPO, RLOO, DAPO) group
+//! rollouts by their first prompt (the same task asked again); REINFORCE++ and PPO need no
+//! groups.
 //!
 //! When the serving side rolls back (or refuses) a version, the learner's own weights have
 //! gone the wrong way: before its next update it starts again from the version that serves
