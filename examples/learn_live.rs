@@ -31,8 +31,7 @@ use sandgym::proxy::{
     TraceStore, Trial,
 };
 use sandgym::service::EnvTools;
-use sandgym::trainer::{Trainer, policy_dir};
-use sandgym::training::env_batch;
+use sandgym::trainer::policy_dir;
 use sandgym::{Backend, RunMeta};
 use serde_json::{Value, json};
 
@@ -154,19 +153,9 @@ fn main() -> anyhow::Result<()> {
             args.batch,
         );
         let limits = settings.limits;
-        let target = target.clone();
-        let backend = meta.run.backend;
-        let episodes = meta.train.episodes_per_iter();
         std::thread::spawn(move || -> anyhow::Result<Vec<(f64, LearnStep)>> {
-            let envs = env_batch(&target, backend, episodes)?;
-            let trainer = Trainer::<CpuTrain>::resume(
+            let mut learner = Learner::<CpuTrain>::for_run(
                 &run,
-                envs,
-                ResetOptions::split(Split::Train),
-                Default::default(),
-            )?;
-            let mut learner = Learner::new(
-                trainer,
                 LearnConfig {
                     traces: db,
                     publish,

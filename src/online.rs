@@ -151,6 +151,14 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
         Ok(learner)
     }
 
+    /// A learner continuing the run in `run` ([`crate::training::resume_run`]).
+    pub fn for_run(run: &Path, config: LearnConfig) -> anyhow::Result<Self> {
+        Self::new(
+            crate::training::resume_run::<B>(run, Default::default())?,
+            config,
+        )
+    }
+
     /// The trainer.
     pub fn trainer(&self) -> &Trainer<B> {
         &self.trainer

@@ -420,6 +420,26 @@ pub fn env_batch(target: &EnvTarget, backend: Backend, n: usize) -> env_api::Res
     target.batch(backend, n)
 }
 
+/// Resumes the run in `dir` from its last checkpoint, with the train-split envs its
+/// configuration names (as many as an iteration plays).
+pub fn resume_run<B: AutodiffBackend>(
+    dir: &Path,
+    device: B::Device,
+) -> anyhow::Result<sandgym_trainer::Trainer<B>> {
+    let run = crate::RunMeta::read(dir)?;
+    let envs = env_batch(
+        &run.run.target(),
+        run.run.backend,
+        run.train.episodes_per_iter(),
+    )?;
+    Ok(sandgym_trainer::Trainer::<B>::resume(
+        dir,
+        envs,
+        ResetOptions::split(env_api::Split::Train),
+        device,
+    )?)
+}
+
 /// One episode of the scripted baseline: its trajectory and whether it succeeded.
 #[derive(Clone, Debug)]
 pub struct BaselineEpisode {

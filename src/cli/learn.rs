@@ -7,12 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sandgym::RunMeta;
-use sandgym::env_api::{ResetOptions, Split};
 use sandgym::online::{LearnConfig, Learner, default_publish_dir};
 use sandgym::policy::CpuTrain;
-use sandgym::trainer::Trainer;
-use sandgym::training::env_batch;
 
 /// Options of `sandgym learn`.
 #[derive(Debug, clap::Args)]
@@ -40,26 +36,12 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let run = RunMeta::read(&args.run)?;
-    // The run's envs are built because a trainer holds its rollout engine; the learner's
-    // episodes come from the traces.
-    let envs = env_batch(
-        &run.run.target(),
-        run.run.backend,
-        run.train.episodes_per_iter(),
-    )?;
-    let trainer = Trainer::<CpuTrain>::resume(
-        &args.run,
-        envs,
-        ResetOptions::split(Split::Train),
-        Default::default(),
-    )?;
     let publish = args
         .publish
         .clone()
         .unwrap_or_else(|| default_publish_dir(&args.run));
-    let mut learner = Learner::new(
-        trainer,
+    let mut learner = Learner::<CpuTrain>::for_run(
+        &args.run,
         LearnConfig {
             traces: args.traces.clone(),
             publish: publish.clone(),

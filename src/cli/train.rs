@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use sandgym::env_api::{ResetOptions, Split};
+use sandgym::env_api::Split;
 use sandgym::policy::{DeviceKind, OnDevice};
 use sandgym::progress::Progress;
 use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir};
-use sandgym::training::{ModelChoice, RunPlan, env_batch};
+use sandgym::training::{ModelChoice, RunPlan};
 use sandgym::{Backend, EnvTarget, EpisodeSource, RunMeta};
 
 /// Options of `sandgym train`.
@@ -132,13 +132,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 /// The run `args` ask for: resumed, or new from `--init` or a fresh SFT warm-start.
 fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<Trainer<B>> {
     let trainer = if let Some(dir) = &args.resume {
-        let run = RunMeta::read(dir)?;
-        let envs = env_batch(
-            &run.run.target(),
-            run.run.backend,
-            run.train.episodes_per_iter(),
-        )?;
-        let t = Trainer::<B>::resume(dir, envs, ResetOptions::split(Split::Train), device)?;
+        let t = sandgym::training::resume_run::<B>(dir, device)?;
         eprintln!(
             "resuming {} after iteration {}",
             dir.display(),

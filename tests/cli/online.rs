@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandgym::env_api::{ResetOptions, Split};
 use sandgym::online::{LearnConfig, Learner};
 use sandgym::policy::{Cpu, CpuTrain, checkpoint};
 use sandgym::proxy::judge::Judge;
@@ -20,8 +19,7 @@ use sandgym::proxy::{
     Action, FollowConfig, FollowState, Follower, PolicyServer, Proxy, ProxyConfig, ServerConfig,
     TraceStore, Trial,
 };
-use sandgym::trainer::{Trainer, policy_dir};
-use sandgym::{RunMeta, training::env_batch};
+use sandgym::trainer::policy_dir;
 
 use super::common::{spawn, tmp};
 use serde_json::{Value, json};
@@ -218,23 +216,8 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         .collect();
 
     // The learner continues the run on the traffic's rewarded rollouts.
-    let meta = RunMeta::read(&run).unwrap();
-    let envs = env_batch(
-        &meta.run.target(),
-        meta.run.backend,
-        meta.train.episodes_per_iter(),
-    )
-    .unwrap();
-    let trainer = Trainer::<CpuTrain>::resume(
+    let mut learner = Learner::<CpuTrain>::for_run(
         &run,
-        envs,
-        ResetOptions::split(Split::Train),
-        Default::default(),
-    )
-    .unwrap();
-    let before = trainer.iteration();
-    let mut learner = Learner::new(
-        trainer,
         LearnConfig {
             traces: db.clone(),
             publish: publish.clone(),
@@ -243,6 +226,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         },
     )
     .unwrap();
+    let before = learner.trainer().iteration();
     wait_for("8 rewarded rollouts", Duration::from_secs(120), || {
         rollouts.load(Ordering::Relaxed) >= 8
     });
@@ -398,23 +382,8 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
 
     // A restarted learner takes only rollouts no update has taken.
     drop(learner);
-    let meta = RunMeta::read(&run).unwrap();
-    let envs = env_batch(
-        &meta.run.target(),
-        meta.run.backend,
-        meta.train.episodes_per_iter(),
-    )
-    .unwrap();
-    let trainer = Trainer::<CpuTrain>::resume(
+    let mut learner = Learner::<CpuTrain>::for_run(
         &run,
-        envs,
-        ResetOptions::split(Split::Train),
-        Default::default(),
-    )
-    .unwrap();
-    assert_eq!(trainer.iteration(), before + 1);
-    let mut learner = Learner::new(
-        trainer,
         LearnConfig {
             traces: db.clone(),
             publish: publish.clone(),
@@ -423,6 +392,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         },
     )
     .unwrap();
+    assert_eq!(learner.trainer().iteration(), before + 1);
     let second = learner
         .step()
         .unwrap()
