@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sandgym_policy::{Cpu, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::deploy::Trial;
 use crate::judge::{Judge, Tally, Verdict};
 use crate::published::{self, DECISIONS};
+use crate::recorder::now_us;
 use crate::server::Controls;
 use crate::{ProxyError, Result, TraceStore};
 
@@ -85,12 +86,6 @@ pub struct Decision {
     pub reason: String,
     /// The incumbent's and the candidate's rewards during the trial, when judged.
     pub tallies: Option<(Tally, Tally)>,
-}
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// The decisions logged in publish directory `dir` so far (none when there is no log).
@@ -503,20 +498,8 @@ impl Drop for Follower {
 mod tests {
     use super::*;
     use crate::published::{Manifest, publish};
+    use crate::test_model::tiny;
     use crate::{CallRecord, PolicyServer, RewardRecord, ServerConfig, TraceWriter};
-
-    fn tiny() -> (PolicyConfig, Tokenizer) {
-        let corpus = ["{\"response\":\"hi\"}", "You answer questions."];
-        let tokenizer =
-            Tokenizer::train(corpus.iter().map(|s| s.to_string()).cycle().take(20), 300).unwrap();
-        let config = PolicyConfig::new(tokenizer.vocab_size())
-            .with_d_model(16)
-            .with_n_layers(1)
-            .with_n_heads(2)
-            .with_n_kv_heads(1)
-            .with_d_ff(32);
-        (config, tokenizer)
-    }
 
     /// Records a rollout answered by `version` with `reward`, as the proxy would.
     fn rollout(writer: &TraceWriter, id: &str, version: &str, reward: f64) {

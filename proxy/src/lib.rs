@@ -20,6 +20,8 @@ pub mod published;
 mod recorder;
 mod server;
 mod store;
+#[cfg(test)]
+mod test_model;
 mod trace;
 
 pub use deploy::Trial;

@@ -121,15 +121,7 @@ mod tests {
     fn versions_are_published_whole_listed_in_order_and_never_rewritten() {
         let dir = std::env::temp_dir().join(format!("sandgym-published-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let corpus = ["{\"response\":\"hi\"}", "You answer."];
-        let tokenizer =
-            Tokenizer::train(corpus.iter().map(|s| s.to_string()).cycle().take(20), 300).unwrap();
-        let config = PolicyConfig::new(tokenizer.vocab_size())
-            .with_d_model(8)
-            .with_n_layers(1)
-            .with_n_heads(2)
-            .with_n_kv_heads(1)
-            .with_d_ff(8);
+        let (config, tokenizer) = crate::test_model::tiny();
         let model = config.init::<Cpu>(&Default::default());
         let manifest = |number| Manifest {
             version: format!("v{number}"),

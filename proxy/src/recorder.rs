@@ -120,7 +120,8 @@ impl Proxy {
     }
 }
 
-fn now_us() -> i64 {
+/// Unix time now, in microseconds (0 before the epoch).
+pub(crate) fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64)

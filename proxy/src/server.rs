@@ -767,17 +767,8 @@ mod tests {
     use super::*;
 
     fn tiny() -> (PolicyModel<Cpu>, Tokenizer) {
-        let corpus = ["{\"response\":\"hi\"}", "You answer questions."];
-        let tokenizer =
-            Tokenizer::train(corpus.iter().map(|s| s.to_string()).cycle().take(20), 300).unwrap();
-        let model = sandgym_policy::PolicyConfig::new(tokenizer.vocab_size())
-            .with_d_model(16)
-            .with_n_layers(1)
-            .with_n_heads(2)
-            .with_n_kv_heads(1)
-            .with_d_ff(32)
-            .init::<Cpu>(&Default::default());
-        (model, tokenizer)
+        let (config, tokenizer) = crate::test_model::tiny();
+        (config.init::<Cpu>(&Default::default()), tokenizer)
     }
 
     fn ask(server: &PolicyServer, rollout: &str) -> serde_json::Value {
