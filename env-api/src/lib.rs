@@ -13,7 +13,9 @@
 //! wrappers [`TimeLimit`], [`RecordTrajectory`] and [`FaultInjection`] (tool faults from a
 //! [`FaultConfig`], for training agents that cope with flaky tools), [`VecEnv`] for many envs
 //! on worker threads (feature `vec`), and [`check_env`], which verifies that an env keeps the
-//! contract.
+//! contract. Agents ([`Agent`]: scripted baselines, demonstrators, [`RandomAgent`]) play
+//! episodes through one runner, [`play`]; an env crate describes itself to the `sandgym` tool
+//! with one [`EnvPackage`].
 //!
 //! # Example: a new env
 //! ```
@@ -81,6 +83,7 @@
 #![deny(missing_docs)]
 
 mod action;
+mod agent;
 mod checker;
 mod env;
 mod error;
@@ -88,7 +91,10 @@ mod faults;
 mod narrowing;
 mod observation;
 mod outcome;
+mod package;
 mod panic;
+mod play;
+mod random_agent;
 mod record;
 mod registry;
 pub mod reward;
@@ -104,6 +110,7 @@ mod wire;
 mod wrappers;
 
 pub use action::{Action, ActionBody, ToolCall};
+pub use agent::{Agent, Demonstration};
 pub use checker::{CheckOptions, CheckReport, Finding, check_env, check_env_with};
 pub use env::{Env, ResetOptions, Split};
 pub use error::{EnvError, ErrorKind, Result};
@@ -111,6 +118,9 @@ pub use faults::{FaultConfig, FaultInjection, FaultKind, FaultRule, MAX_LATENCY_
 pub use narrowing::{Narrowing, TOOL_SCHEMAS};
 pub use observation::{Done, Observation, RESPONSE_SCHEMA};
 pub use outcome::{SUCCESS, episode_success};
+pub use package::{EnvPackage, MakeDemonstrator, Preset, PresetAlgos, PresetModels};
+pub use play::{DEFAULT_MAX_STEPS, PlayedEpisode, play};
+pub use random_agent::RandomAgent;
 pub use record::StepRecord;
 pub use registry::{
     BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,

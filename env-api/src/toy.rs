@@ -7,9 +7,53 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    Action, ActionBody, Done, Env, EnvError, EnvId, EnvSpec, Observation, ResetOptions, Result,
-    Schema, SplitMix64, ToolSpec, begin_step,
+    Action, ActionBody, Agent, Done, Env, EnvError, EnvId, EnvPackage, EnvSpec, Observation,
+    Preset, ResetOptions, Result, Schema, SplitMix64, ToolSpec, begin_step,
 };
+
+/// guess-number as a package: its binary-search baseline, no demonstrator, no harness.
+pub const PACKAGE: EnvPackage = EnvPackage {
+    name: "guess-number",
+    guest: "guess-number",
+    register: GuessNumber::register,
+    baseline: Some(|| Box::new(BinarySearch::default())),
+    demonstrator: None,
+    // A few short turns.
+    presets: &[Preset::any(
+        r#"{"rollout": {"max_turns": 8, "max_new_tokens": 48, "max_context": 700, "response_chars": 16}}"#,
+    )],
+    train_config: None,
+    harness: None,
+    source: &[],
+};
+
+/// The scripted baseline for guess-number: binary search on the hints.
+#[derive(Clone, Debug, Default)]
+pub struct BinarySearch {
+    range: (u64, u64),
+    last: u64,
+}
+
+impl Agent for BinarySearch {
+    fn act(&mut self, observation: &Observation) -> Action {
+        let text = observation.content.as_str();
+        if let Some(max) = text
+            .split("between 1 and ")
+            .nth(1)
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|n| n.parse().ok())
+        {
+            self.range = (1, max);
+        } else if text == "higher" {
+            self.range.0 = self.last + 1;
+        } else if text == "lower" {
+            self.range.1 = self.last.saturating_sub(1);
+        }
+        self.last = (self.range.0 + self.range.1) / 2;
+        Action::tool("guess", serde_json::json!({"number": self.last.max(1)}))
+            .with_thought("halve the range")
+    }
+}
 
 /// Guess a secret integer in `1..=max` (default 100). Each `guess` returns `higher`, `lower` or
 /// `correct`; a correct guess ends the episode with reward 1, any final response ends it with

@@ -1,6 +1,6 @@
 //! The scripted baseline: the rule-based logic of a typical hand-written support bot.
 
-use sandgym_env_api::{Action, Observation};
+use sandgym_env_api::{Action, Agent, Observation};
 use serde_json::json;
 
 /// A rule-based support agent. It asks for the order number and e-mail, verifies the customer,
@@ -66,9 +66,8 @@ fn new_address(opening: &str) -> Option<String> {
     (!address.is_empty()).then(|| address.to_owned())
 }
 
-impl SupportBaseline {
-    /// The next action given the latest observation (the instruction starts an episode).
-    pub fn act(&mut self, observation: &Observation) -> Action {
+impl Agent for SupportBaseline {
+    fn act(&mut self, observation: &Observation) -> Action {
         let text = &observation.content;
         if let Some(opening) = text.split_once("\nCustomer: ").map(|(_, o)| o.to_owned()) {
             *self = Self {
@@ -103,7 +102,9 @@ impl SupportBaseline {
             _ => self.resolve(&o, &order, text),
         }
     }
+}
 
+impl SupportBaseline {
     fn resolve(&mut self, o: &str, order: &str, last: &str) -> Action {
         let status = self.status.clone().unwrap_or_default();
         let processing = status == "processing";

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use sandgym_env_api::{Action, Observation};
+use sandgym_env_api::{Action, Agent, Observation};
 use serde_json::{Value, json};
 
 use crate::tasks::{Intent, Task};
@@ -24,7 +24,7 @@ use crate::world::{OrderStatus, return_window};
 /// info.
 ///
 /// ```
-/// use sandgym_env_api::{Env, ResetOptions};
+/// use sandgym_env_api::{Agent, Env, ResetOptions};
 /// use sandgym_env_support::{SupportEnv, SupportGold};
 /// let mut env = SupportEnv::new();
 /// let mut agent = SupportGold::new(env.tasks());
@@ -87,9 +87,10 @@ impl SupportGold {
     pub fn bundled() -> Self {
         Self::new(&crate::tasks::bundled())
     }
+}
 
-    /// The next action given the latest observation (the instruction starts an episode).
-    pub fn act(&mut self, observation: &Observation) -> Action {
+impl Agent for SupportGold {
+    fn act(&mut self, observation: &Observation) -> Action {
         if let Some(task) = observation
             .info
             .get("task")

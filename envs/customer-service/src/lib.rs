@@ -8,7 +8,7 @@
 //! replies carry the required facts; policy violations cost reward ([`SupportReward`]).
 //!
 //! ```
-//! use sandgym_env_api::{Env, ResetOptions, Split};
+//! use sandgym_env_api::{Agent, Env, ResetOptions, Split};
 //! use sandgym_env_support::{SupportBaseline, SupportEnv};
 //!
 //! let mut env = SupportEnv::new();
@@ -27,6 +27,7 @@ mod customer;
 mod env;
 mod gold;
 mod narrowing;
+mod package;
 mod tasks;
 mod world;
 
@@ -34,5 +35,6 @@ pub use baseline::SupportBaseline;
 pub use env::{SupportConfig, SupportEnv, SupportReward};
 pub use gold::SupportGold;
 pub use narrowing::quoted_spans;
+pub use package::PACKAGE;
 pub use tasks::{BUNDLED_TASKS, Intent, Task, bundled as bundled_tasks, generate};
 pub use world::{Customer, Email, KNOWLEDGE_BASE, Order, OrderStatus, POLICY, Return, World};

@@ -1,6 +1,6 @@
 //! The scripted baseline: the template-matching logic of a typical hand-written SQL agent.
 
-use sandgym_env_api::{Action, Observation};
+use sandgym_env_api::{Action, Agent, Observation};
 use serde_json::json;
 
 /// A rule-based SQL agent: it parses the question with keyword templates ("how many" →
@@ -9,7 +9,7 @@ use serde_json::json;
 /// joins, so questions that need one are beyond it — the gap a learned policy can close.
 ///
 /// ```
-/// use sandgym_env_api::{Env, ResetOptions};
+/// use sandgym_env_api::{Agent, Env, ResetOptions};
 /// use sandgym_env_sql::{SqlAgentEnv, SqlBaseline};
 /// let mut env = SqlAgentEnv::new()?;
 /// let mut agent = SqlBaseline::default();
@@ -24,9 +24,8 @@ pub struct SqlBaseline {
     planned: Option<String>,
 }
 
-impl SqlBaseline {
-    /// The next action given the latest observation (the instruction starts an episode).
-    pub fn act(&mut self, observation: &Observation) -> Action {
+impl Agent for SqlBaseline {
+    fn act(&mut self, observation: &Observation) -> Action {
         if observation.content.contains("\nQuestion: ") {
             let query = plan(&observation.content);
             self.planned = Some(query.clone());

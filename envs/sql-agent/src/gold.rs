@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use sandgym_env_api::{Action, Observation, Result};
+use sandgym_env_api::{Action, Agent, Observation, Result};
 use serde_json::{Map, Value};
 
 use crate::SqlConfig;
@@ -15,7 +15,7 @@ use crate::tasks::TaskSet;
 /// observation's `task` info, so it plays the env built from the same configuration.
 ///
 /// ```
-/// use sandgym_env_api::{Env, ResetOptions};
+/// use sandgym_env_api::{Agent, Env, ResetOptions};
 /// use sandgym_env_sql::{SqlAgentEnv, SqlGold};
 /// let mut env = SqlAgentEnv::new()?;
 /// let mut agent = SqlGold::from_config(&Default::default())?;
@@ -66,7 +66,7 @@ impl SqlGold {
     /// plays as before.
     ///
     /// ```
-    /// use sandgym_env_api::{Env, ResetOptions, Split};
+    /// use sandgym_env_api::{Agent, Env, ResetOptions, Split};
     /// use sandgym_env_sql::{SqlAgentEnv, SqlGold};
     /// let mut env = SqlAgentEnv::new()?;
     /// let options = ResetOptions::split(Split::Train).cycling();
@@ -102,9 +102,10 @@ impl SqlGold {
     pub fn mistaken(&self) -> bool {
         self.mistaken
     }
+}
 
-    /// The next action given the latest observation (the instruction starts an episode).
-    pub fn act(&mut self, observation: &Observation) -> Action {
+impl Agent for SqlGold {
+    fn act(&mut self, observation: &Observation) -> Action {
         self.mistaken = false;
         if let Some(query) = observation
             .info
@@ -133,6 +134,10 @@ impl SqlGold {
         }
         let query = self.planned.take().unwrap_or_else(|| "SELECT 1".into());
         Action::respond(query).with_thought("The query ran; answer with it.")
+    }
+
+    fn imitate(&self) -> bool {
+        !self.mistaken
     }
 }
 

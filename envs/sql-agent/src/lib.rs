@@ -35,6 +35,7 @@ mod env;
 mod fold;
 mod gold;
 mod metered;
+mod package;
 mod pattern;
 mod self_tasks;
 #[cfg(test)]
@@ -48,6 +49,7 @@ pub use curriculum::{Curriculum, CurriculumDb, MAX_CURRICULUM_DATABASES, curricu
 pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
+pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
     TableColumns, question_literals, question_numbers, sql_pattern, sql_pattern_for,
 };

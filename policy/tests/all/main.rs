@@ -8,7 +8,7 @@ mod pretrained;
 use std::sync::OnceLock;
 
 use sandgym_env_api::{
-    Action, Env, RecordTrajectory, ResetOptions, Split, SplitMix64, ToolSpec, Trajectory,
+    Action, Agent, Env, RecordTrajectory, ResetOptions, Split, SplitMix64, ToolSpec, Trajectory,
     validate_action,
 };
 use sandgym_env_sql::{SqlAgentEnv, SqlBaseline};

@@ -1,6 +1,6 @@
 //! Integration tests of customer-service-v0.
 
-use sandgym_env_api::{Action, Env, Narrowing, ResetOptions, Split, TimeLimit, check_env};
+use sandgym_env_api::{Action, Agent, Env, Narrowing, ResetOptions, Split, TimeLimit, check_env};
 use sandgym_env_support::{Intent, SupportBaseline, SupportEnv, SupportGold};
 use serde_json::json;
 

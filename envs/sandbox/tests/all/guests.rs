@@ -333,7 +333,7 @@ fn sql_agent() {
 
 #[test]
 fn customer_service() {
-    use sandgym_env_api::{ResetOptions, Split};
+    use sandgym_env_api::{Agent, ResetOptions, Split};
     use sandgym_env_support::{SupportBaseline, SupportEnv};
     let mut wasm = load(sandgym_guest_artifacts::CUSTOMER_SERVICE);
     assert_eq!(wasm.spec().id.to_string(), "customer-service-v0");
@@ -374,7 +374,7 @@ fn plugin(guest: Guest, config: serde_json::Value) -> sandgym_sandbox::WasmRewar
 /// is their sum and within its declared range, and the env's own reward is left as it is.
 #[test]
 fn rubric() {
-    use sandgym_env_api::{Env, NoPlugins, RewardFn, Term};
+    use sandgym_env_api::{Agent, Env, NoPlugins, RewardFn, Term};
     use sandgym_env_support::{SupportBaseline, SupportEnv};
     let term = plugin(sandgym_guest_artifacts::RUBRIC, serde_json::json!({}));
     assert_eq!(term.name(), "rubric");

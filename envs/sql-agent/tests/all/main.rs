@@ -1,6 +1,6 @@
 //! Integration tests of sql-agent-v0.
 
-use sandgym_env_api::{Action, Env, ResetOptions, Split, TimeLimit, check_env};
+use sandgym_env_api::{Action, Agent, Env, ResetOptions, Split, TimeLimit, check_env};
 use sandgym_env_sql::{SqlAgentEnv, SqlBaseline, SqlConfig, TaskSet};
 use serde_json::json;
 
