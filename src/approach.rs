@@ -65,10 +65,30 @@ pub enum HarnessKind {
     Support,
 }
 
+impl std::str::FromStr for HarnessKind {
+    type Err = String;
+
+    /// A harness by the name an env package gives it
+    /// ([`EnvPackage::harness`](crate::env_api::EnvPackage::harness)).
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "sql" => Ok(Self::Sql),
+            "support" => Ok(Self::Support),
+            _ => Err(format!("no harness named `{name}` (sql, support)")),
+        }
+    }
+}
+
 impl HarnessKind {
     /// The harness of a bundled env id (see [`crate::registry`]).
+    ///
+    /// ```
+    /// use sandgym::approach::HarnessKind;
+    /// assert_eq!(HarnessKind::for_env("sql-agent-v0"), Some(HarnessKind::Sql));
+    /// assert_eq!(HarnessKind::for_env("guess-number-v0"), None);
+    /// ```
     pub fn for_env(env: &str) -> Option<Self> {
-        crate::registry::bundled(env)?.harness
+        crate::registry::bundled(env)?.harness?.parse().ok()
     }
 
     /// Runs the harness on `tools` from `opening`.

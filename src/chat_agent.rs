@@ -8,7 +8,7 @@ use sandgym_chat_api::{ChatRequest, FunctionDef, Message, ToolDef};
 use sandgym_harnesses::{ChatClient, HarnessConfig};
 use serde_json::Value;
 
-use crate::agents::Agent;
+use crate::env_api::Agent;
 use crate::env_api::{Action, EnvSpec, Narrowing, Observation};
 
 /// The env's tools as chat-completions function definitions.

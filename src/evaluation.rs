@@ -9,11 +9,12 @@ use burn::tensor::backend::Backend as BurnBackend;
 use serde::Serialize;
 
 use crate::env_api::Split;
-use crate::policy::pretrained;
+use crate::play::{baseline_episodes, eval_report};
+use crate::policy::load;
 use crate::trainer::{
-    EpisodeKind, EvalReport, Paired, RolloutEngine, RolloutSettings, eval_plan, evaluate,
+    EpisodeKind, EvalReport, Paired, RolloutEngine, RolloutSettings, RunDir, eval_plan, evaluate,
 };
-use crate::training::{baseline_episodes, baseline_report, env_batch};
+use crate::training::env_batch;
 use crate::{Backend, EnvTarget};
 
 /// The policy's and the baseline's figures on the same seeds.
@@ -48,10 +49,10 @@ pub fn compare<B: BurnBackend>(
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
     let mut c = play_policy::<B>(dir, env, split, episodes, settings, wasm, device)?;
-    c.baseline = match crate::agents::baseline(&env.id()?) {
+    c.baseline = match crate::registry::baseline(&env.id()?) {
         Some(_) => {
             let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
-            Some(baseline_report(&baseline_episodes(env, seeds, &options)?))
+            Some(eval_report(&baseline_episodes(env, seeds, &options)?))
         }
         None => None,
     };
@@ -69,7 +70,7 @@ fn play_policy<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
-    let loaded = pretrained::load::<B>(&dir.display().to_string(), device)?;
+    let loaded = load::model::<B>(&dir.display().to_string(), device)?;
     let (model, tokenizer) = (loaded.model.for_inference(), loaded.tokenizer);
     let mut settings = *settings;
     if loaded.info.format != "checkpoint" {
@@ -201,7 +202,7 @@ pub fn closing<B: BurnBackend>(
     let eval =
         |dir: &Path| play_policy::<B>(dir, &target, split, episodes, &settings, wasm, device);
     let trained = compare::<B>(
-        &crate::trainer::policy_dir(out),
+        &RunDir::new(out).policy(),
         &target,
         split,
         episodes,
@@ -218,13 +219,13 @@ pub fn closing<B: BurnBackend>(
         &trained.tokenizer,
     )?;
     let zero_shot = if rows.zero_shot && run.run.pretrained() {
-        Some(eval(Path::new(&run.run.model))?.policy)
+        Some(eval(Path::new(&run.run.model.to_string()))?.policy)
     } else {
         None
     };
-    let sft_dir = out.join("sft");
-    let sft = if rows.sft && sft_dir.join("config.json").is_file() {
-        Some(eval(&sft_dir)?.policy)
+    let sft_dir = RunDir::new(out).sft();
+    let sft = if rows.sft && sft_dir.config().is_file() {
+        Some(eval(sft_dir.path())?.policy)
     } else {
         None
     };

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::Demonstration;
-use crate::env_api::{Env, ResetOptions, Split};
+use crate::env_api::{Demonstration, ResetOptions, Split};
+use crate::play::play_env;
 use crate::policy::{ActionLimits, Template, ToolCallGrammar};
-use crate::{Backend, EnvTarget};
+use crate::{Backend, EnvTarget, registry};
 
 /// One demonstrator action the episode's grammar cannot produce.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,13 +70,13 @@ impl std::fmt::Display for Coverage {
 /// demonstrator and checks each action against its episode's grammar. `None` for an env
 /// without a demonstrator or a task list.
 pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<Coverage>> {
-    let Some(mut agent) =
-        crate::agents::demonstrator(&target.env, &target.config, Demonstration::Solution)?
-    else {
+    // Only a registered env has a demonstrator and a preset.
+    let env = target.env.id().unwrap_or_default();
+    let demonstrator = || registry::demonstrator(env, &target.config, Demonstration::Solution);
+    if demonstrator()?.is_none() {
         return Ok(None);
-    };
-    let mut env = target.make(backend)?;
-    let spec = env.spec().clone();
+    }
+    let spec = target.spec()?.clone();
     let Some(counts) = spec.tasks else {
         return Ok(None);
     };
@@ -84,7 +84,7 @@ pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<C
     let template = Template::new(&tokenizer);
     // The limits the main command's preset trains under (a query longer than its
     // `response_chars` is outside too).
-    let rollout = crate::training::preset(&target.env, sandgym_trainer::Algo::Grpo, true).rollout;
+    let rollout = crate::training::preset(env, sandgym_trainer::Algo::Grpo, true).rollout;
     let limits = ActionLimits {
         thought_chars: rollout.thought_chars,
         response_chars: rollout.response_chars,
@@ -93,27 +93,38 @@ pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<C
     let mut grammars: HashMap<String, Arc<ToolCallGrammar>> = HashMap::new();
     let mut out = Coverage::default();
     for (split, n) in [(Split::Train, counts.train), (Split::Test, counts.test)] {
-        for seed in 0..n {
-            let options = ResetOptions::split(split).cycling();
-            let mut obs = env.reset(seed, &options)?;
-            let task = obs
-                .info
-                .get("task")
-                .and_then(|t| t.as_str())
-                .map_or_else(|| format!("{split:?}#{seed}"), str::to_owned);
-            let grammar =
-                sandgym_trainer::episode_grammar(&mut grammars, &default, &spec, limits, &obs.info)
-                    .map_err(|e| anyhow::anyhow!("task {task}: {e}"))?;
+        let played = play_env(
+            target.make(backend)?,
+            0..n,
+            &ResetOptions::split(split).cycling(),
+            |_| demonstrator()?.ok_or_else(|| anyhow::anyhow!("no demonstrator")),
+        )?;
+        for episode in played {
+            let task = episode
+                .task()
+                .map_or_else(|| format!("{split:?}#{}", episode.seed), str::to_owned);
+            if let Some(error) = &episode.error {
+                anyhow::bail!("task {task}: {error}");
+            }
+            let grammar = sandgym_trainer::episode_grammar(
+                &mut grammars,
+                &default,
+                &spec,
+                limits,
+                &episode.reset_info,
+            )
+            .map_err(|e| anyhow::anyhow!("task {task}: {e}"))?;
             out.tasks += 1;
-            for _ in 0..spec.max_episode_steps.unwrap_or(16) {
-                if env.done().is_done() {
-                    break;
-                }
-                let action = agent.act(&obs);
+            for action in episode
+                .trajectory
+                .records
+                .iter()
+                .filter_map(|r| r.to_action())
+            {
                 out.actions += 1;
                 // The thought as the policy may write it (the SQL preset writes none): what
                 // is checked is the action itself.
-                let mut written = action.clone();
+                let mut written = action;
                 written.thought = written
                     .thought
                     .chars()
@@ -125,7 +136,6 @@ pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<C
                         action: written.to_json(),
                     });
                 }
-                obs = env.step(&action)?;
             }
         }
     }

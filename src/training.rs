@@ -6,17 +6,16 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use serde_json::Map;
 
-use crate::policy::{PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use crate::policy::{PolicyConfig, PolicyModel, Tokenizer, checkpoint, load};
 use crate::progress::Progress;
 use sandgym_trainer::{Learner, sft};
 
-use crate::agents::{self, Demonstration};
-use crate::env_api::{self, BoxEnv, Env, RecordTrajectory, ResetOptions, Trajectory};
-use crate::{Backend, EnvTarget};
+use crate::env_api::{self, Agent, BoxEnv, Demonstration, PresetModels, ResetOptions};
+use crate::play::{baseline_episodes, play_episodes};
+use crate::{Backend, EnvTarget, ModelSource, registry};
 use sandgym_trainer::sft::{SftData, SftExample};
-use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig, TrainConfig};
+use sandgym_trainer::{Algo, RunDir, SftConfig, TrainConfig};
 
 /// The training defaults for a bundled env: the algorithm's defaults, shaped to the env's
 /// episodes (turns, tokens) and sized so the SQL agent trains on a 2-core CPU in about 20
@@ -34,15 +33,21 @@ use sandgym_trainer::{Algo, EvalReport, KlConfig, KlEstimator, KlMode, SftConfig
 /// ```
 pub fn preset(env: &str, algo: Algo, pretrained: bool) -> TrainConfig {
     let mut c = TrainConfig::for_algo(algo);
-    let bundled = crate::registry::bundled(env);
-    if let Some(bundled) = bundled {
-        (bundled.preset)(&mut c, algo);
-    }
+    let presets = registry::bundled(env).map_or(&[][..], |b| b.presets);
+    let apply = |c: &mut TrainConfig, models: PresetModels| {
+        for p in presets
+            .iter()
+            .filter(|p| p.models == models && p.applies(pretrained, algo.is_group()))
+        {
+            let patch: serde_json::Value =
+                serde_json::from_str(p.patch).expect("a bundled preset is JSON");
+            *c = c.merge_json(&patch).expect("a bundled preset applies");
+        }
+    };
+    apply(&mut c, PresetModels::Any);
     if pretrained {
         pretrained_defaults(&mut c);
-        if let Some(f) = bundled.and_then(|b| b.pretrained_preset) {
-            f(&mut c, algo);
-        }
+        apply(&mut c, PresetModels::Pretrained);
     }
     c
 }
@@ -50,7 +55,7 @@ pub fn preset(env: &str, algo: Algo, pretrained: bool) -> TrainConfig {
 /// What a pretrained model changes in any env's settings: its prompt representation already
 /// reads, so the prompt is encoded once without gradient (shared prefixes once); passes of 8
 /// episodes bound the memory of a 49k-token vocabulary; LoRA-sized learning rates (5e-4 for
-/// SFT, 2e-5 for RL: see [`sql_agent_pretrained_preset`]).
+/// SFT, 2e-5 for RL: see the SQL agent's presets).
 pub fn pretrained_defaults(c: &mut TrainConfig) {
     c.optimiser.passes = sandgym_trainer::Passes {
         micro_batch: 8,
@@ -60,125 +65,6 @@ pub fn pretrained_defaults(c: &mut TrainConfig) {
     c.sft.lr = 5e-4;
     c.sft.minibatch = 16;
     c.rollout.max_context = c.rollout.max_context.max(1024);
-}
-
-/// The SQL agent's preset: one turn, sized to train on a 2-core CPU.
-pub fn sql_agent_preset(c: &mut TrainConfig, algo: Algo) {
-    // One turn: the policy answers with a query. (The baseline first runs its query
-    // to check it; its SFT data keeps only the answer.)
-    c.rollout.max_turns = 1;
-    c.rollout.max_new_tokens = 80;
-    c.rollout.max_context = 400;
-    c.rollout.response_chars = 240;
-    c.schedule.iters = 16;
-    c.rollout.tasks_per_iter = 32;
-    c.rollout.group_size = if algo.is_group() { 8 } else { 1 };
-    if !algo.is_group() {
-        c.rollout.tasks_per_iter = 64;
-    }
-    // One full-batch step per iteration over many questions, anchored to the SFT
-    // policy: an update for fewer questions (or several noisy minibatch steps, or a
-    // larger rate) disturbs the others in a model this small and the greedy test
-    // success falls instead of rising.
-    c.optimiser.lr = 1e-3;
-    c.optimiser.minibatch = 256;
-    c.objective.kl = KlConfig {
-        coef: 0.05,
-        estimator: KlEstimator::K3,
-        mode: KlMode::Loss,
-    };
-    c.eval.every = 4;
-    c.eval.episodes = 100;
-    c.sft = SftConfig {
-        episodes: 640,
-        epochs: 8,
-        minibatch: 32,
-        lr: 3e-3,
-        final_turn_only: true,
-        successful_only: true,
-        constrained: true,
-        ..SftConfig::default()
-    };
-}
-
-/// The SQL agent's preset for a pretrained model, sized to the main job (20 to 30 minutes on
-/// 2 CPU cores with SmolLM2-135M): two SFT epochs on the demonstrator's gold query of every
-/// train task (every intent, joins included; with the main job's env configuration, the
-/// bundled tasks and a 20-database curriculum's, 689 in all, see
-/// [`registry::main_job_config`](crate::registry::main_job_config)), then 3 GRPO iterations
-/// over groups of 8 rollouts of 8 tasks, one optimiser step each at 2e-5. Measured on all 232
-/// test tasks (README, the main command before the curriculum): one epoch reaches 0.60
-/// success, two 0.82 (the loss still fell from 0.14 to 0.03 in the second); from the same SFT
-/// policy, 3 GRPO iterations at 2e-4 lost 0.11 of test success (Adam's first steps move every
-/// adapter weight by about the learning rate whatever the gradient), at 2e-5 they keep it.
-pub fn sql_agent_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
-    c.rollout.max_new_tokens = 96;
-    c.schedule.iters = 3;
-    c.rollout.tasks_per_iter = if algo.is_group() { 8 } else { 64 };
-    c.optimiser.minibatch = 64;
-    c.objective.kl.coef = 0.0;
-    c.eval.every = 0;
-    c.sft = SftConfig {
-        episodes: 0,
-        demonstrations: 1000,
-        recoveries: 0,
-        epochs: 2,
-        minibatch: 16,
-        lr: 5e-4,
-        final_turn_only: true,
-        successful_only: true,
-        constrained: true,
-    };
-}
-
-/// The customer-service preset: long multi-turn episodes.
-pub fn customer_service_preset(c: &mut TrainConfig, _algo: Algo) {
-    c.rollout.max_turns = 10;
-    c.rollout.max_new_tokens = 64;
-    c.rollout.max_context = 1400;
-    c.rollout.max_observation_chars = 300;
-    c.rollout.response_chars = 200;
-    c.schedule.iters = 20;
-    c.sft = SftConfig {
-        episodes: 240,
-        epochs: 3,
-        minibatch: 8,
-        lr: 2e-3,
-        final_turn_only: false,
-        successful_only: true,
-        constrained: true,
-        ..SftConfig::default()
-    };
-}
-
-/// The customer-service preset for a pretrained model, sized for 2 CPU cores: the long
-/// multi-turn episodes (about 5 turns) make a training pass the cost, so SFT on every turn of
-/// the gold demonstrator's episodes of the train split's first 180 tasks (20 of each intent,
-/// the refusals included), whose thoughts (up to 96 characters) name the request and the fact
-/// each decision turns on, two epochs in minibatches of 8; then one GRPO iteration of 4 tasks
-/// × 4 rollouts, one optimiser step. Measured on the 90 test tasks (README, Training): 0.833
-/// success against the baseline's 0.778 (1 h 15 min); SFT on the successful ones among 256
-/// baseline episodes, without thoughts, had given 0.222.
-pub fn customer_service_pretrained_preset(c: &mut TrainConfig, algo: Algo) {
-    c.schedule.iters = 1;
-    c.rollout.tasks_per_iter = 4;
-    c.rollout.group_size = if algo.is_group() { 4 } else { 1 };
-    c.rollout.thought_chars = 96;
-    // A thought and a reply in one action: room for both.
-    c.rollout.max_new_tokens = 112;
-    c.optimiser.minibatch = 16;
-    c.sft.episodes = 0;
-    c.sft.demonstrations = 180;
-    c.sft.epochs = 2;
-    c.sft.minibatch = 8;
-}
-
-/// The guess-number preset: a few short turns.
-pub fn guess_number_preset(c: &mut TrainConfig, _algo: Algo) {
-    c.rollout.max_turns = 8;
-    c.rollout.max_new_tokens = 48;
-    c.rollout.max_context = 700;
-    c.rollout.response_chars = 16;
 }
 
 /// The settings of a new run: the env's preset for the model, then `--config`, then the
@@ -388,8 +274,14 @@ pub fn new_run<B: AutodiffBackend>(
         target.env
     );
     let (policy_config, model, tokenizer) = match &init {
-        Some(dir) => checkpoint::load::<B>(&sandgym_trainer::policy_dir(dir), &device)?,
-        None => fresh_policy::<B>(&target, &config, &device, Some(&out.join("sft")), &choice)?,
+        Some(dir) => load::checkpoint::<B>(&RunDir::new(dir).policy(), &device)?,
+        None => fresh_policy::<B>(
+            &target,
+            &config,
+            &device,
+            Some(RunDir::new(out).sft().path()),
+            &choice,
+        )?,
     };
     config.rollout.max_context = config.rollout.max_context.min(policy_config.context_length);
     let envs = env_batch(&target, backend, config.episodes_per_iter())?;
@@ -398,10 +290,7 @@ pub fn new_run<B: AutodiffBackend>(
         init: init.clone(),
         device: device_kind,
         source,
-        ..crate::RunMeta::new(
-            &target,
-            choice.model.clone().unwrap_or_else(|| TINY_MODEL.into()),
-        )
+        ..crate::RunMeta::new(&target, choice.model.clone())
     };
     let start = sandgym_trainer::NewRun {
         meta: meta.to_value(),
@@ -440,87 +329,6 @@ pub fn resume_run<B: AutodiffBackend>(
     )?)
 }
 
-/// One episode of the scripted baseline: its trajectory and whether it succeeded.
-#[derive(Clone, Debug)]
-pub struct BaselineEpisode {
-    /// The seed it was reset with.
-    pub seed: u64,
-    /// The recorded Agent Template steps.
-    pub trajectory: Trajectory,
-    /// Whether it succeeded ([`env_api::episode_success`]).
-    pub success: bool,
-    /// The info of the observation the episode reset to.
-    pub reset_info: Map<String, serde_json::Value>,
-    /// The env failure that ended the episode, if one did (a guest fault, a reward plugin
-    /// that could not score a step): the episode counts as played and not successful.
-    pub error: Option<String>,
-    /// Whether each recorded step's action is one to learn from ([`agents::Agent::imitate`]).
-    pub imitate: Vec<bool>,
-}
-
-/// Plays the scripted baseline of `target` (natively, or sandboxed for a guest file) for each
-/// seed with `options`. An env without a baseline is an error.
-pub fn baseline_episodes(
-    target: &EnvTarget,
-    seeds: impl IntoIterator<Item = u64>,
-    options: &ResetOptions,
-) -> anyhow::Result<Vec<BaselineEpisode>> {
-    let id = target.id()?;
-    play_episodes(target, seeds, options, || {
-        agents::baseline(&id).ok_or_else(|| anyhow::anyhow!("{id} has no scripted baseline"))
-    })
-}
-
-/// Plays a fresh agent of `agent` on `target` (natively, or sandboxed for a guest file) for
-/// each seed with `options`.
-pub fn play_episodes(
-    target: &EnvTarget,
-    seeds: impl IntoIterator<Item = u64>,
-    options: &ResetOptions,
-    agent: impl Fn() -> anyhow::Result<Box<dyn agents::Agent>>,
-) -> anyhow::Result<Vec<BaselineEpisode>> {
-    let mut env = RecordTrajectory::new(target.make_fastest()?);
-    let limit = env.spec().max_episode_steps.unwrap_or(16);
-    let mut out = Vec::new();
-    for seed in seeds {
-        let mut agent = agent()?;
-        let mut obs = env.reset(seed, options)?;
-        let reset_info = obs.info.clone();
-        let mut error = None;
-        let mut imitate = Vec::new();
-        for _ in 0..limit {
-            if env.done().is_done() {
-                break;
-            }
-            let action = agent.act(&obs);
-            // Every step that returns (or is refused as invalid) is recorded.
-            imitate.push(agent.imitate());
-            match env.step(&action) {
-                Ok(next) => obs = next,
-                // The agent's mistake: it reads the error and goes on, as in a rollout.
-                Err(e) if e.is_invalid_action() => obs = env_api::Observation::new(e.to_string()),
-                Err(e) => {
-                    imitate.pop();
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        let trajectory = env.take_trajectory();
-        let success = error.is_none()
-            && env_api::episode_success(&obs.info, env.done(), trajectory.total_reward());
-        out.push(BaselineEpisode {
-            seed,
-            trajectory,
-            success,
-            reset_info,
-            error,
-            imitate,
-        });
-    }
-    Ok(out)
-}
-
 /// The SFT data of `config` for `target`: the scripted baseline's first `config.episodes`
 /// train-split episodes (seeds `0..episodes`), the demonstrator's first
 /// `config.demonstrations` train tasks in order (each task once up to the split's size) and
@@ -549,15 +357,15 @@ pub fn baseline_sft_data(
         }
         let id = target.id()?;
         anyhow::ensure!(
-            agents::demonstrator(&id, &target.config, kind)?.is_some(),
+            registry::demonstrator(&id, &target.config, kind)?.is_some(),
             "{id} has no demonstrator: set sft.demonstrations and sft.recoveries to 0"
         );
         let n = target
             .spec()?
             .tasks
             .map_or(count, |t| (t.train as usize).min(count));
-        let make = || -> anyhow::Result<Box<dyn agents::Agent>> {
-            agents::demonstrator(&id, &target.config, kind)?
+        let make = |_| -> anyhow::Result<Box<dyn Agent>> {
+            registry::demonstrator(&id, &target.config, kind)?
                 .ok_or_else(|| anyhow::anyhow!("no demonstrator"))
         };
         let played = play_episodes(
@@ -601,42 +409,6 @@ pub fn sft_samples(
     )?)
 }
 
-/// The report of baseline episodes, comparable with a policy's [`EvalReport`].
-pub fn baseline_report(episodes: &[BaselineEpisode]) -> EvalReport {
-    let n = episodes.len().max(1) as f64;
-    let successes = episodes.iter().filter(|e| e.success).count();
-    EvalReport {
-        episodes: episodes.len(),
-        success_rate: successes as f64 / n,
-        success_ci95: sandgym_trainer::wilson_interval(successes, episodes.len()),
-        mean_reward: episodes
-            .iter()
-            .map(|e| e.trajectory.total_reward())
-            .sum::<f64>()
-            / n,
-        mean_turns: episodes
-            .iter()
-            .map(|e| e.trajectory.records.len())
-            .sum::<usize>() as f64
-            / n,
-        env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
-        outcomes: episodes
-            .iter()
-            .map(|e| sandgym_trainer::Outcome {
-                seed: e.seed,
-                task: e
-                    .reset_info
-                    .get("task")
-                    .and_then(|t| t.as_str())
-                    .map(str::to_owned),
-                success: e.success,
-                reward: e.trajectory.total_reward(),
-            })
-            .collect(),
-        ..EvalReport::default()
-    }
-}
-
 /// The default tokenizer: a 1,000-token byte-level BPE trained on the bundled envs' text.
 pub fn default_tokenizer() -> anyhow::Result<crate::policy::Tokenizer> {
     Ok(crate::policy::Tokenizer::train(
@@ -648,21 +420,10 @@ pub fn default_tokenizer() -> anyhow::Result<crate::policy::Tokenizer> {
 /// The model a new run starts from.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelChoice {
-    /// A pretrained model (a known name, a `.gguf` file, a Hugging Face directory or a sandgym
-    /// checkpoint); `None` or `tiny` for the small from-scratch model with the default
-    /// tokenizer.
-    pub model: Option<String>,
+    /// The model.
+    pub model: ModelSource,
     /// LoRA rank over a pretrained model; 0 trains every weight.
     pub lora_rank: usize,
-}
-
-/// The name of the small from-scratch model (`--model tiny`); any other name or path is a
-/// pretrained model.
-pub const TINY_MODEL: &str = "tiny";
-
-/// Whether a `--model` value names a pretrained model (anything but [`TINY_MODEL`]).
-pub fn is_pretrained_model(model: &str) -> bool {
-    model != TINY_MODEL
 }
 
 impl ModelChoice {
@@ -673,7 +434,7 @@ impl ModelChoice {
 
     /// Whether the choice is a pretrained model (anything but the tiny one).
     pub fn is_pretrained(&self) -> bool {
-        self.model.as_deref().is_some_and(is_pretrained_model)
+        self.model.is_pretrained()
     }
 }
 
@@ -690,15 +451,15 @@ pub fn initial_policy<B: burn::tensor::backend::Backend>(
     crate::policy::Tokenizer,
 )> {
     B::seed(device, seed);
-    match choice.model.as_deref() {
-        None | Some(TINY_MODEL) => {
+    match &choice.model {
+        ModelSource::Tiny => {
             let tokenizer = default_tokenizer()?;
             let config = crate::policy::PolicyConfig::new(tokenizer.vocab_size());
             let model = config.init::<B>(device);
             Ok((config, model, tokenizer))
         }
-        Some(spec) => {
-            let loaded = crate::policy::pretrained::load::<B>(spec, device)?;
+        ModelSource::Pretrained(spec) => {
+            let loaded = crate::policy::load::model::<B>(spec, device)?;
             let mut config = loaded.config;
             if config.lora.is_some() {
                 // Already adapted (a LoRA checkpoint).

@@ -66,13 +66,13 @@ fn the_baselines_scores_are_the_readmes() {
     for env in ["sql-agent-v0", "customer-service-v0"] {
         let target = sandgym::EnvTarget::new(env);
         let n = target.spec().unwrap().tasks.unwrap().test;
-        let episodes = sandgym::training::baseline_episodes(
+        let episodes = sandgym::play::baseline_episodes(
             &target,
             0..n,
             &ResetOptions::split(Split::Test).cycling(),
         )
         .unwrap();
-        let r = sandgym::training::baseline_report(&episodes);
+        let r = sandgym::play::eval_report(&episodes);
         let row = format!(
             "| `{env}` | {:.3} [{:.3}, {:.3}] of {n} | {:.3} |",
             r.success_rate, r.success_ci95.0, r.success_ci95.1, r.mean_reward

@@ -4,15 +4,15 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use sandgym::chat_agent::ChatAgent;
-use sandgym::env_api::{BoxEnv, Env, RecordTrajectory, ResetOptions, Split, TimeLimit};
+use sandgym::env_api::{BoxEnv, Env, RandomAgent, ResetOptions, Split, TimeLimit};
 use sandgym::harnesses::HarnessConfig;
+use sandgym::play::{PlayReport, play_env};
 use sandgym::sandbox::{FaultConfig, FaultInjection};
-use sandgym::{Backend, agents};
-use serde_json::json;
+use sandgym::{Backend, registry};
 
 /// Which agent acts.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -35,9 +35,9 @@ pub enum AgentKind {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    env: sandgym::target::EnvArgs,
+    env: crate::cli::env_args::EnvArgs,
     /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
-    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
+    #[arg(long, long_help = crate::cli::env_args::REWARD_HELP)]
     reward: Option<String>,
     /// The agent.
     #[arg(long, value_enum, default_value_t = AgentKind::Baseline)]
@@ -102,8 +102,8 @@ fn chat_server(
         AgentKind::Openai => (args.base_url.clone().context("give --base-url")?, None),
         AgentKind::Policy => {
             let dir = args.checkpoint.as_deref().context("give --checkpoint")?;
-            let (_, model, tokenizer) = sandgym::policy::checkpoint::load::<sandgym::policy::Cpu>(
-                &sandgym::trainer::policy_dir(dir),
+            let (_, model, tokenizer) = sandgym::policy::load::checkpoint::<sandgym::policy::Cpu>(
+                &sandgym::trainer::RunDir::new(dir).policy(),
                 &Default::default(),
             )?;
             let server = sandgym::proxy::PolicyServer::start(
@@ -155,17 +155,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if matches!(args.agent, AgentKind::Replay) {
         return replay(args, env);
     }
-    let mut env = RecordTrajectory::new(TimeLimit::from_spec(env));
+    let env = TimeLimit::from_spec(env);
     let id = env.spec().id.to_string();
-    let mut out = match &args.out {
-        Some(path) => Some(BufWriter::new(
-            File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        )),
-        None => None,
-    };
-    let (mut total_reward, mut successes, mut steps, mut failures) = (0.0, 0u64, 0u64, 0u64);
-    let mut env_time = Duration::ZERO;
-    let start = Instant::now();
     let (episodes, options) = if args.every_task {
         let n = env
             .spec()
@@ -176,89 +167,53 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         (args.episodes, ResetOptions::split(args.split))
     };
+    let spec = env.spec().clone();
     let chat = chat_server(args)?;
-    for episode in 0..episodes {
-        let mut agent: Box<dyn agents::Agent> = match args.agent {
-            AgentKind::Baseline => agents::baseline(&id).with_context(|| {
+    let start = Instant::now();
+    let seeds = (0..episodes).map(|i| args.seed + i);
+    let played = play_env(Box::new(env), seeds, &options, |seed| {
+        Ok(match args.agent {
+            AgentKind::Baseline => registry::baseline(&id).with_context(|| {
                 format!("{id} has no scripted baseline (`--agent random` works for any env)")
             })?,
-            AgentKind::Random => Box::new(agents::RandomAgent::new(
-                env.spec(),
-                args.seed.wrapping_add(episode),
-            )),
+            AgentKind::Random => Box::new(RandomAgent::new(&spec, seed)),
             AgentKind::Openai | AgentKind::Policy => {
                 let (config, _) = chat.as_ref().expect("made above for chat agents");
-                Box::new(ChatAgent::new(config.clone(), env.spec()))
+                Box::new(ChatAgent::new(config.clone(), &spec))
             }
             AgentKind::Replay => unreachable!("replayed above"),
-        };
-        let t = Instant::now();
-        let mut obs = env.reset(args.seed + episode, &options)?;
-        env_time += t.elapsed();
-        let mut reward = 0.0;
-        while !env.done().is_done() {
-            let action = agent.act(&obs);
-            if let Some(why) = agent.failure() {
-                eprintln!("episode {episode}: the agent failed: {why}");
-                failures += 1;
-                break;
-            }
-            let t = Instant::now();
-            let result = env.step(&action);
-            env_time += t.elapsed();
-            steps += 1;
-            match result {
-                Ok(o) => {
-                    reward += env.reward();
-                    obs = o;
-                }
-                Err(e) if e.is_invalid_action() => {
-                    obs = sandgym::env_api::Observation::new(e.to_string())
-                }
-                Err(e) => {
-                    eprintln!("episode {episode}: {e}");
-                    failures += 1;
-                    break;
-                }
-            }
+        })
+    })?;
+    let report = PlayReport::new(&id, backend, args.split, &played, start.elapsed());
+    for (i, e) in played.iter().enumerate() {
+        if let Some(why) = &e.agent_failure {
+            eprintln!("episode {i}: the agent failed: {why}");
         }
-        let success = sandgym::env_api::episode_success(&obs.info, env.done(), reward);
-        successes += u64::from(success);
-        total_reward += reward;
-        if let Some(out) = out.as_mut() {
-            env.take_trajectory().write_jsonl(&mut *out)?;
+        if let Some(error) = &e.error {
+            eprintln!("episode {i}: {error}");
         }
     }
-    if let Some(out) = out.as_mut() {
+    if let Some(path) = &args.out {
+        let mut out = BufWriter::new(
+            File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for e in &played {
+            e.trajectory.write_jsonl(&mut out)?;
+        }
         out.flush()?;
     }
-    let n = episodes.max(1) as f64;
-    let summary = json!({
-        "env": id,
-        "backend": if args.native { "native" } else { "wasm" },
-        "split": args.split,
-        "episodes": episodes,
-        "mean_reward": total_reward / n,
-        "success_rate": successes as f64 / n,
-        "success_ci95": sandgym::trainer::wilson_interval(successes as usize, episodes as usize),
-        "steps": steps,
-        "mean_steps": steps as f64 / n,
-        "failed_episodes": failures,
-        "steps_per_s": steps as f64 / env_time.as_secs_f64().max(1e-9),
-        "wall_s": start.elapsed().as_secs_f64(),
-    });
     if args.json {
-        println!("{summary}");
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
             "{id} ({}, {:?} split): {} episodes, mean reward {:.3}, success rate {:.3}, {:.1} steps/episode, {:.0} env steps/s",
-            summary["backend"].as_str().unwrap_or_default(),
+            if args.native { "native" } else { "wasm" },
             args.split,
-            episodes,
-            summary["mean_reward"].as_f64().unwrap_or_default(),
-            summary["success_rate"].as_f64().unwrap_or_default(),
-            summary["mean_steps"].as_f64().unwrap_or_default(),
-            summary["steps_per_s"].as_f64().unwrap_or_default(),
+            report.episodes,
+            report.mean_reward,
+            report.success_rate,
+            report.mean_steps,
+            report.steps_per_s,
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -165,7 +165,7 @@ async fn summary(State(app): State<Arc<App>>) -> Response {
         let (config, problems) = app.source.run_config();
         // A run trained through the recording proxy keeps its traces beside its episodes.
         let traces = (app.source.kind == SourceKind::Run)
-            .then(|| app.source.path.join("traces.db"))
+            .then(|| crate::trainer::RunDir::new(&app.source.path).traces())
             .filter(|p| p.is_file())
             .map(|p| p.display().to_string());
         Ok(json!({
@@ -310,10 +310,10 @@ async fn baseline(State(app): State<Arc<App>>, params: Params) -> Response {
         let log = app.log(&id)?;
         let (target, _) = app.target(&log)?;
         let env_id = target.id().map_err(|e| bad(e.to_string()))?;
-        if crate::agents::baseline(&env_id).is_none() {
+        if crate::registry::baseline(&env_id).is_none() {
             return Err(not_found(format!("{env_id} has no scripted baseline")));
         }
-        let played = crate::training::baseline_episodes(&target, [log.seed], &reset_options(&log))
+        let played = crate::play::baseline_episodes(&target, [log.seed], &reset_options(&log))
             .map_err(|e| bad(format!("{e:#}")))?;
         let e = played
             .into_iter()

@@ -10,8 +10,9 @@ mod sql_scale;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use sandgym::env_api::toy::GuessNumber;
-use sandgym::env_api::{Action, Env, ResetOptions};
+use sandgym::env_api::{Action, DEFAULT_MAX_STEPS, Env, RecordTrajectory, ResetOptions, play};
 use sandgym::sandbox::{Guest, Sandbox, SandboxConfig};
 use serde_json::{Map, Value, json};
 
@@ -88,8 +89,8 @@ pub struct Args {
     rate: f64,
     /// The model `bench policy` (and `bench online`'s swaps) measures: `tiny` (the default), a known pretrained model, a
     /// `.gguf` file or a Hugging Face directory.
-    #[arg(long, default_value = sandgym::training::TINY_MODEL)]
-    model: String,
+    #[arg(long, default_value = sandgym::ModelSource::TINY)]
+    model: sandgym::ModelSource,
     /// A Python with torch, transformers, gguf and accelerate: `bench policy` then also runs
     /// `benches/pytorch/policy_bench.py` on the same GGUF model and prints the ratios.
     #[arg(long)]
@@ -194,7 +195,7 @@ fn envs(budget: Duration) -> anyhow::Result<Map<String, Value>> {
                 seed += 1;
                 env.reset(seed, &ResetOptions::default()).expect("reset");
             });
-            let episodes = baseline_steps_per_s(&mut env, id, budget)?;
+            let episodes = baseline_steps_per_s(env, id, budget)?;
             let name = match backend {
                 sandgym::Backend::Native => "native",
                 sandgym::Backend::Wasm => "wasm",
@@ -221,23 +222,20 @@ fn envs(budget: Duration) -> anyhow::Result<Map<String, Value>> {
 
 /// Env steps per second of baseline episodes (reset included), for about `budget`.
 fn baseline_steps_per_s(
-    env: &mut sandgym::env_api::BoxEnv,
+    env: sandgym::env_api::BoxEnv,
     id: &str,
     budget: Duration,
 ) -> anyhow::Result<f64> {
+    let mut env = RecordTrajectory::new(env);
     let start = Instant::now();
-    let (mut steps, mut seed) = (0u64, 0u64);
+    let (mut steps, mut seed) = (0usize, 0u64);
+    let limit = env.spec().max_episode_steps.unwrap_or(DEFAULT_MAX_STEPS);
     while start.elapsed() < budget {
-        let mut agent = sandgym::agents::baseline(id).expect("bundled envs have baselines");
-        let mut obs = env.reset(seed, &ResetOptions::default())?;
+        let mut agent = sandgym::registry::baseline(id).context("no baseline")?;
+        let episode = play(&mut env, &mut agent, seed, &ResetOptions::default(), limit)?;
+        anyhow::ensure!(episode.error.is_none(), "{id}: {:?}", episode.error);
         seed += 1;
-        for _ in 0..env.spec().max_episode_steps.unwrap_or(16) {
-            if env.done().is_done() {
-                break;
-            }
-            obs = env.step(&agent.act(&obs))?;
-            steps += 1;
-        }
+        steps += episode.steps;
     }
     Ok(steps as f64 / start.elapsed().as_secs_f64())
 }
@@ -402,9 +400,9 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         token_logprobs,
     };
     let seconds = args.seconds;
-    let tiny = !sandgym::training::is_pretrained_model(&args.model);
+    let tiny = !args.model.is_pretrained();
     let choice = sandgym::training::ModelChoice {
-        model: Some(args.model.clone()),
+        model: args.model.clone(),
         lora_rank: 0,
     };
     let (config, train, tok) = sandgym::training::initial_policy::<B>(&choice, 0, device)?;
@@ -545,7 +543,13 @@ fn policy<B: burn::tensor::backend::AutodiffBackend>(
         out.insert("gemm".into(), json!(gemm));
     }
     if let Some(python) = &args.reference {
-        let reference = pytorch_reference(python, &args.model, batch, prompt_len, new_tokens)?;
+        let reference = pytorch_reference(
+            python,
+            &args.model.to_string(),
+            batch,
+            prompt_len,
+            new_tokens,
+        )?;
         for (ours, theirs) in [
             ("prefill_tokens_per_s", "prefill_tokens_per_s"),
             ("decode_tokens_per_s", "decode_tokens_per_s"),
