@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sandgym_policy::{Cpu, PolicyModel, checkpoint, pretrained};
+use sandgym_policy::{Cpu, PolicyModel, checkpoint, load, pretrained};
 
 #[path = "tiny_llama.rs"]
 mod tiny_llama;
@@ -107,7 +107,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Kind::Checkpoint => {
             let restore = replace(&dirs.checkpoint);
-            if let Ok((_, model, _)) = checkpoint::load::<Cpu>(&dirs.checkpoint, &device) {
+            if let Ok((_, model, _)) = load::checkpoint::<Cpu>(&dirs.checkpoint, &device) {
                 reads(&model);
             }
             if let Some((path, good)) = restore {

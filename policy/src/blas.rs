@@ -2,7 +2,7 @@
 //!
 //! burn-flex multiplies with the `gemm` crate, which runs SmolLM2-135M's shapes at ~110
 //! GFLOP/s on 2 cores where OpenBLAS reaches 230–260, and once the elementwise work is fused
-//! ([`crate::fused`]) the GEMMs are two thirds of a forward+backward pass (`perf`). OpenBLAS
+//! (the `fused` kernels) the GEMMs are two thirds of a forward+backward pass (`perf`). OpenBLAS
 //! comes the way the pretrained model does: from a pinned package on the Python package
 //! registry (`scipy-openblas32`, the OpenBLAS build NumPy and SciPy ship), fetched with pip
 //! into the cache and checked against pinned SHA-256 digests ([`fetch`]), then loaded at run
@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use burn::backend::flex::{FlexTensor, Layout};
 use burn::tensor::{Bytes, DType, Shape};
 
-use crate::pretrained::RegistryFile;
+use crate::fetch::RegistryFile;
 use crate::{PolicyError, Result};
 
 /// The OpenBLAS wheel: `scipy-openblas32` for x86-64 Linux (manylinux 2.27).
@@ -33,7 +33,7 @@ pub const OPENBLAS: RegistryFile = RegistryFile {
 
 /// Where the fetched library lives.
 pub fn library_path() -> PathBuf {
-    crate::pretrained::cache_dir()
+    crate::fetch::cache_dir()
         .join("blas")
         .join("libscipy_openblas.so")
 }
@@ -56,7 +56,7 @@ pub fn fetch() -> Result<PathBuf> {
 
 /// Whether the file at `path` is the pinned OpenBLAS.
 fn verified(path: &std::path::Path) -> bool {
-    crate::pretrained::sha256_file(path).is_ok_and(|d| d == OPENBLAS.sha256)
+    crate::fetch::sha256_file(path).is_ok_and(|d| d == OPENBLAS.sha256)
 }
 
 /// Fetches OpenBLAS, if it is not in the cache, when a known pretrained model is loaded (what

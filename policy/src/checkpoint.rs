@@ -1,4 +1,5 @@
-//! Checkpoints: model weights, config and tokenizer in one directory, written atomically.
+//! Checkpoints: model weights, config and tokenizer in one directory, written atomically;
+//! read back whole with `load::checkpoint` (which also loads a LoRA checkpoint's base).
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::Backend;
 
 use crate::model::{PolicyConfig, PolicyModel};
+use crate::model_info::ModelInfo;
 use crate::{PolicyError, Result, Tokenizer};
 
 const CONFIG: &str = "config.json";
@@ -15,7 +17,7 @@ const WEIGHTS: &str = "model"; // the recorder adds `.mpk`
 const ADAPTERS: &str = "adapters"; // LoRA checkpoints: adapters and value head only
 const TOKENIZER: &str = "tokenizer.json";
 
-fn checkpoint_error(path: &Path, reason: impl std::fmt::Display) -> PolicyError {
+pub(crate) fn checkpoint_error(path: &Path, reason: impl std::fmt::Display) -> PolicyError {
     PolicyError::Checkpoint {
         path: path.to_owned(),
         reason: reason.to_string(),
@@ -97,7 +99,7 @@ pub fn read_config(dir: &Path) -> Result<PolicyConfig> {
 pub fn load_onto<B: Backend>(
     dir: &Path,
     base: &PolicyModel<B>,
-    base_info: &crate::pretrained::ModelInfo,
+    base_info: &ModelInfo,
     device: &B::Device,
 ) -> Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
     let config = read_config(dir)?;
@@ -131,12 +133,28 @@ pub fn load_onto<B: Backend>(
     Ok((config, model, tokenizer))
 }
 
-/// Loads a checkpoint saved by [`save`]. A missing, truncated or mismatched file is a
-/// [`PolicyError::Checkpoint`] naming it, never a panic.
-pub fn load<B: Backend>(
+/// What a checkpoint directory holds, read but not yet put together: the whole model, or
+/// adapters to put on the base model it names (`load::checkpoint` loads that base).
+pub(crate) enum Stored<B: Backend> {
+    /// Every weight.
+    Full(Box<PolicyModel<B>>),
+    /// A LoRA checkpoint: its adapters' config and its base model's identity.
+    Adapted {
+        /// The adapters' config.
+        lora: crate::LoraConfig,
+        /// The base model they were trained on.
+        base: ModelInfo,
+    },
+}
+
+/// Reads a checkpoint saved by [`save`]: its config, its tokenizer and its weights (a LoRA
+/// checkpoint's adapters are read when they are put on their base, [`apply_adapters`]). A
+/// missing, truncated or mismatched file is a [`PolicyError::Checkpoint`] naming it, never a
+/// panic.
+pub(crate) fn open<B: Backend>(
     dir: &Path,
     device: &B::Device,
-) -> Result<(PolicyConfig, PolicyModel<B>, Tokenizer)> {
+) -> Result<(PolicyConfig, Stored<B>, Tokenizer)> {
     let config_path = dir.join(CONFIG);
     let config = PolicyConfig::load(&config_path).map_err(|e| checkpoint_error(&config_path, e))?;
     config
@@ -154,8 +172,11 @@ pub fn load<B: Backend>(
         ));
     }
     if let (Some(lora), Some(base)) = (&config.lora, &config.base) {
-        let model = load_adapted::<B>(dir, lora, base, device)?;
-        return Ok((config, model, tokenizer));
+        let stored = Stored::Adapted {
+            lora: lora.clone(),
+            base: base.clone(),
+        };
+        return Ok((config, stored, tokenizer));
     }
     let weights = dir.join(format!("{WEIGHTS}.mpk"));
     let model = config.init::<B>(device);
@@ -175,7 +196,7 @@ pub fn load<B: Backend>(
                     "the weights do not match the config (shape mismatch)",
                 ));
             }
-            Ok((config, model, tokenizer))
+            Ok((config, Stored::Full(Box::new(model)), tokenizer))
         }
         Ok(Err(e)) => Err(checkpoint_error(&weights, e)),
         Err(_) => Err(checkpoint_error(
@@ -185,31 +206,9 @@ pub fn load<B: Backend>(
     }
 }
 
-/// Loads the base model a LoRA checkpoint names, checks its digest, and puts the saved
-/// adapters and value head on it.
-fn load_adapted<B: Backend>(
-    dir: &Path,
-    lora: &crate::LoraConfig,
-    base: &crate::pretrained::ModelInfo,
-    device: &B::Device,
-) -> Result<PolicyModel<B>> {
-    let loaded = crate::pretrained::load::<B>(&base.source, device)
-        .map_err(|e| checkpoint_error(dir, format!("its base model {}: {e}", base.source)))?;
-    if loaded.info.sha256 != base.sha256 {
-        return Err(checkpoint_error(
-            dir,
-            format!(
-                "its base model {} has SHA-256 {}, the adapters were trained on {}",
-                base.source, loaded.info.sha256, base.sha256
-            ),
-        ));
-    }
-    apply_adapters(dir, lora, loaded.model, device)
-}
-
 /// `base` with the adapters saved in `dir` (a LoRA checkpoint's `adapters.mpk`), checked
 /// against `lora`'s shapes.
-fn apply_adapters<B: Backend>(
+pub(crate) fn apply_adapters<B: Backend>(
     dir: &Path,
     lora: &crate::LoraConfig,
     base: PolicyModel<B>,

@@ -206,7 +206,11 @@ pub fn cache_dir() -> PathBuf {
 
 /// The lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    Ok(sha256_hex(&super::read(path)?))
+    let bytes = std::fs::read(path).map_err(|source| PolicyError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(sha256_hex(&bytes))
 }
 
 /// The lower-case hex SHA-256 of `bytes`.

@@ -16,6 +16,7 @@
 //! ratio in PPO-style objectives compares like with like.
 #![deny(missing_docs)]
 
+mod adapted;
 mod attention;
 pub mod blas;
 mod cache;
@@ -24,10 +25,13 @@ mod constraint;
 mod device;
 mod episode;
 mod error;
+mod fetch;
 pub mod fused;
+pub mod load;
 mod lora;
 mod loss;
 mod model;
+mod model_info;
 mod prefill;
 pub mod pretrained;
 mod sample;

@@ -59,7 +59,7 @@ pub struct PolicyConfig {
     /// the adapters and value head, and loading it loads this model first (checking its
     /// digest).
     #[config(default = "None")]
-    pub base: Option<crate::pretrained::ModelInfo>,
+    pub base: Option<crate::model_info::ModelInfo>,
 }
 
 impl PolicyConfig {
@@ -207,7 +207,7 @@ pub struct Block<B: Backend> {
     pub(crate) wk: Linear<B>,
     pub(crate) wv: Linear<B>,
     pub(crate) wo: Linear<B>,
-    ffn_norm: RmsNorm<B>,
+    pub(crate) ffn_norm: RmsNorm<B>,
     /// Gate.
     pub(crate) w1: Linear<B>,
     /// Down.
@@ -216,11 +216,11 @@ pub struct Block<B: Backend> {
     pub(crate) w3: Linear<B>,
     /// LoRA adapters, when the model has them.
     pub(crate) adapters: Option<crate::lora::BlockAdapters<B>>,
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
-    rope_theta: f64,
-    rope_interleaved: bool,
+    pub(crate) n_heads: usize,
+    pub(crate) n_kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) rope_theta: f64,
+    pub(crate) rope_interleaved: bool,
 }
 
 /// The rotary embedding of a forward pass's positions, computed once and shared by every
@@ -552,120 +552,5 @@ impl<B: Backend> PolicyModel<B> {
     /// The size of the vocabulary the model reads and predicts.
     pub fn vocab_size(&self) -> usize {
         self.embed.weight.dims()[0]
-    }
-}
-
-/// A tensor of `shape` from row-major values.
-fn tensor<B: Backend, const D: usize>(
-    values: Vec<f32>,
-    shape: [usize; D],
-    device: &B::Device,
-) -> Tensor<B, D> {
-    Tensor::from_data(burn::tensor::TensorData::new(values, shape), device)
-}
-
-/// `[rows, cols]` row-major values transposed to `[cols, rows]`.
-fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0; values.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = values[r * cols + c];
-        }
-    }
-    out
-}
-
-impl<B: Backend> PolicyModel<B> {
-    /// Builds the model from pretrained tensors in Hugging Face's Llama/Qwen2 naming and layout
-    /// (see [`Weights`](crate::pretrained::Weights)). Every tensor the config implies must be
-    /// present with its shape; the value head (not part of a language model) starts at zero.
-    /// Tensors left over (e.g. rotary caches) are returned by name.
-    pub(crate) fn from_weights(
-        config: &PolicyConfig,
-        weights: &mut crate::pretrained::Weights,
-        device: &B::Device,
-    ) -> crate::Result<(Self, Vec<String>)> {
-        config
-            .validate()
-            .map_err(|e| crate::PolicyError::Import(format!("config: {e}")))?;
-        let (d, ff, v) = (config.d_model, config.d_ff, config.vocab_size);
-        let hd = d / config.n_heads;
-        let (qd, kvd) = (config.n_heads * hd, config.n_kv_heads * hd);
-        let mut linear = |name: &str, din: usize, dout: usize, bias: bool| {
-            let w = weights.take(&format!("{name}.weight"), &[dout, din])?;
-            let weight = tensor::<B, 2>(transpose(&w.values, dout, din), [din, dout], device);
-            let bias = if bias {
-                let b = weights.take(&format!("{name}.bias"), &[dout])?;
-                Some(Param::from_tensor(tensor::<B, 1>(b.values, [dout], device)))
-            } else {
-                None
-            };
-            Ok::<_, crate::PolicyError>(Linear {
-                weight: Param::from_tensor(weight),
-                bias,
-            })
-        };
-        let mut blocks = Vec::with_capacity(config.n_layers);
-        for i in 0..config.n_layers {
-            let p = format!("model.layers.{i}");
-            let b = config.attn_bias;
-            let wq = linear(&format!("{p}.self_attn.q_proj"), d, qd, b)?;
-            let wk = linear(&format!("{p}.self_attn.k_proj"), d, kvd, b)?;
-            let wv = linear(&format!("{p}.self_attn.v_proj"), d, kvd, b)?;
-            let wo = linear(&format!("{p}.self_attn.o_proj"), qd, d, false)?;
-            let w1 = linear(&format!("{p}.mlp.gate_proj"), d, ff, false)?;
-            let w2 = linear(&format!("{p}.mlp.down_proj"), ff, d, false)?;
-            let w3 = linear(&format!("{p}.mlp.up_proj"), d, ff, false)?;
-            blocks.push((p, wq, wk, wv, wo, w1, w2, w3));
-        }
-        let lm_head = if config.tie_embeddings {
-            None
-        } else {
-            Some(linear("lm_head", d, v, false)?)
-        };
-        let mut norm = |name: &str| {
-            let g = weights.take(name, &[d])?;
-            Ok::<_, crate::PolicyError>(RmsNorm {
-                gamma: Param::from_tensor(tensor::<B, 1>(g.values, [d], device)),
-                epsilon: config.norm_eps,
-            })
-        };
-        let blocks = blocks
-            .into_iter()
-            .map(|(p, wq, wk, wv, wo, w1, w2, w3)| {
-                Ok(Block {
-                    attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
-                    ffn_norm: norm(&format!("{p}.post_attention_layernorm.weight"))?,
-                    wq,
-                    wk,
-                    wv,
-                    wo,
-                    w1,
-                    w2,
-                    w3,
-                    n_heads: config.n_heads,
-                    n_kv_heads: config.n_kv_heads,
-                    head_dim: hd,
-                    rope_theta: config.rope_theta,
-                    rope_interleaved: config.rope_interleaved,
-                    adapters: None,
-                })
-            })
-            .collect::<crate::Result<Vec<_>>>()?;
-        let final_norm = norm("model.norm.weight")?;
-        let embed = weights.take("model.embed_tokens.weight", &[v, d])?;
-        let model = PolicyModel {
-            embed: Embedding {
-                weight: Param::from_tensor(tensor::<B, 2>(embed.values, [v, d], device)),
-            },
-            blocks,
-            norm: final_norm,
-            lm_head,
-            value_head: Linear {
-                weight: Param::from_tensor(Tensor::zeros([d, 1], device)),
-                bias: Some(Param::from_tensor(Tensor::zeros([1], device))),
-            },
-        };
-        Ok((model, weights.remaining()))
     }
 }

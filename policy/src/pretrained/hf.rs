@@ -11,9 +11,14 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+use burn::module::Param;
+use burn::nn::{Embedding, Linear, RmsNorm};
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+
 use super::read;
 use super::weights::{Weight, Weights};
-use crate::model::PolicyConfig;
+use crate::model::{Block, PolicyConfig, PolicyModel};
 use crate::{PolicyError, Result};
 
 fn bad(reason: impl Into<String>) -> PolicyError {
@@ -195,4 +200,117 @@ pub fn chat_template(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v.get("chat_template")?.as_str().map(str::to_owned)
+}
+
+/// A tensor of `shape` from row-major values.
+fn tensor<B: Backend, const D: usize>(
+    values: Vec<f32>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(burn::tensor::TensorData::new(values, shape), device)
+}
+
+/// `[rows, cols]` row-major values transposed to `[cols, rows]`.
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = values[r * cols + c];
+        }
+    }
+    out
+}
+
+/// Builds the decoder from pretrained tensors in Hugging Face's Llama/Qwen2 naming and layout
+/// (the tensor-name map: see [`Weights`]; GGUF imports are renamed to it). Every tensor the
+/// config implies must be present with its shape; the value head (not part of a language
+/// model) starts at zero. Tensors left over (e.g. rotary caches) are returned by name.
+pub(crate) fn decoder_from_weights<B: Backend>(
+    config: &PolicyConfig,
+    weights: &mut Weights,
+    device: &B::Device,
+) -> crate::Result<(PolicyModel<B>, Vec<String>)> {
+    config
+        .validate()
+        .map_err(|e| crate::PolicyError::Import(format!("config: {e}")))?;
+    let (d, ff, v) = (config.d_model, config.d_ff, config.vocab_size);
+    let hd = d / config.n_heads;
+    let (qd, kvd) = (config.n_heads * hd, config.n_kv_heads * hd);
+    let mut linear = |name: &str, din: usize, dout: usize, bias: bool| {
+        let w = weights.take(&format!("{name}.weight"), &[dout, din])?;
+        let weight = tensor::<B, 2>(transpose(&w.values, dout, din), [din, dout], device);
+        let bias = if bias {
+            let b = weights.take(&format!("{name}.bias"), &[dout])?;
+            Some(Param::from_tensor(tensor::<B, 1>(b.values, [dout], device)))
+        } else {
+            None
+        };
+        Ok::<_, crate::PolicyError>(Linear {
+            weight: Param::from_tensor(weight),
+            bias,
+        })
+    };
+    let mut blocks = Vec::with_capacity(config.n_layers);
+    for i in 0..config.n_layers {
+        let p = format!("model.layers.{i}");
+        let b = config.attn_bias;
+        let wq = linear(&format!("{p}.self_attn.q_proj"), d, qd, b)?;
+        let wk = linear(&format!("{p}.self_attn.k_proj"), d, kvd, b)?;
+        let wv = linear(&format!("{p}.self_attn.v_proj"), d, kvd, b)?;
+        let wo = linear(&format!("{p}.self_attn.o_proj"), qd, d, false)?;
+        let w1 = linear(&format!("{p}.mlp.gate_proj"), d, ff, false)?;
+        let w2 = linear(&format!("{p}.mlp.down_proj"), ff, d, false)?;
+        let w3 = linear(&format!("{p}.mlp.up_proj"), d, ff, false)?;
+        blocks.push((p, wq, wk, wv, wo, w1, w2, w3));
+    }
+    let lm_head = if config.tie_embeddings {
+        None
+    } else {
+        Some(linear("lm_head", d, v, false)?)
+    };
+    let mut norm = |name: &str| {
+        let g = weights.take(name, &[d])?;
+        Ok::<_, crate::PolicyError>(RmsNorm {
+            gamma: Param::from_tensor(tensor::<B, 1>(g.values, [d], device)),
+            epsilon: config.norm_eps,
+        })
+    };
+    let blocks = blocks
+        .into_iter()
+        .map(|(p, wq, wk, wv, wo, w1, w2, w3)| {
+            Ok(Block {
+                attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                ffn_norm: norm(&format!("{p}.post_attention_layernorm.weight"))?,
+                wq,
+                wk,
+                wv,
+                wo,
+                w1,
+                w2,
+                w3,
+                n_heads: config.n_heads,
+                n_kv_heads: config.n_kv_heads,
+                head_dim: hd,
+                rope_theta: config.rope_theta,
+                rope_interleaved: config.rope_interleaved,
+                adapters: None,
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    let final_norm = norm("model.norm.weight")?;
+    let embed = weights.take("model.embed_tokens.weight", &[v, d])?;
+    let model = PolicyModel {
+        embed: Embedding {
+            weight: Param::from_tensor(tensor::<B, 2>(embed.values, [v, d], device)),
+        },
+        blocks,
+        norm: final_norm,
+        lm_head,
+        value_head: Linear {
+            weight: Param::from_tensor(Tensor::zeros([d, 1], device)),
+            bias: Some(Param::from_tensor(Tensor::zeros([1], device))),
+        },
+    };
+    Ok((model, weights.remaining()))
 }

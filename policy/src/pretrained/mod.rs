@@ -1,7 +1,7 @@
 //! Pretrained models: Hugging Face directories (safetensors), GGUF files, and models sandgym
 //! knows by name, loaded into the same decoder the trainer improves.
 //!
-//! [`load`] takes what a user writes after `--model`:
+//! `load::model` takes what a user writes after `--model`:
 //! - a known name (see [`KNOWN_MODELS`]), fetched into the cache on first use;
 //! - a Hugging Face directory (`config.json`, `model.safetensors` or sharded, `tokenizer.json`),
 //!   Llama (SmolLM2 included) or Qwen2;
@@ -12,7 +12,6 @@
 //! The tokenizer's chat format (ChatML for SmolLM2 and Qwen2) decides how conversations are
 //! rendered; see [`ChatFormat`](crate::ChatFormat).
 
-mod fetch;
 mod gguf;
 mod hf;
 mod weights;
@@ -20,28 +19,18 @@ mod weights;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
-use serde::{Deserialize, Serialize};
 
-pub use fetch::{KNOWN_MODELS, KnownModel, RegistryFile, cache_dir, sha256_file, sha256_hex};
+pub use crate::fetch::{
+    KNOWN_MODELS, KnownModel, RegistryFile, cache_dir, sha256_file, sha256_hex,
+};
 pub use gguf::{GgufFile, MetaValue, TensorInfo, TensorType, dequantize};
 pub use hf::{chat_template, config_from_json, read_safetensors};
 pub use weights::{Weight, Weights, unpermute_rotary};
 
+pub use crate::model_info::ModelInfo;
+
 use crate::model::{PolicyConfig, PolicyModel};
 use crate::{PolicyError, Result, Tokenizer};
-
-/// Where a model came from, saved beside anything trained from it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelInfo {
-    /// What the user named (`smollm2-135m-instruct`, a path).
-    pub source: String,
-    /// `gguf`, `hf` or `checkpoint`.
-    pub format: String,
-    /// SHA-256 of the weights: the GGUF file; for a Hugging Face directory, of the
-    /// safetensors files' digests in name order; for a checkpoint, of `model.mpk` (or
-    /// `adapters.mpk`).
-    pub sha256: String,
-}
 
 /// A loaded model with its config, tokenizer and identity.
 #[derive(Debug)]
@@ -58,7 +47,7 @@ pub struct Pretrained<B: Backend> {
 
 /// The absolute form of a path the user gave, so that a checkpoint naming it as its base
 /// loads from any working directory.
-fn absolute(path: &Path) -> String {
+pub(crate) fn absolute(path: &Path) -> String {
     std::path::absolute(path)
         .unwrap_or_else(|_| path.to_owned())
         .display()
@@ -79,7 +68,7 @@ fn build<B: Backend>(
     mut weights: Weights,
     device: &B::Device,
 ) -> Result<PolicyModel<B>> {
-    let (model, rest) = PolicyModel::from_weights(config, &mut weights, device)?;
+    let (model, rest) = hf::decoder_from_weights(config, &mut weights, device)?;
     let rest: Vec<String> = rest
         .into_iter()
         .filter(|n| !n.ends_with("rotary_emb.inv_freq"))
@@ -155,55 +144,4 @@ pub fn load_hf<B: Backend>(dir: &Path, device: &B::Device) -> Result<Pretrained<
             sha256,
         },
     })
-}
-
-/// Loads what `spec` names: a known model (fetched into the cache on first use), a GGUF file,
-/// a Hugging Face directory or a sandgym checkpoint directory.
-pub fn load<B: Backend>(spec: &str, device: &B::Device) -> Result<Pretrained<B>> {
-    if let Some(known) = KnownModel::find(spec) {
-        let path = known.fetch()?;
-        crate::blas::fetch_for_pretrained();
-        let mut loaded = load_gguf(&path, device)?;
-        if loaded.info.sha256 != known.sha256 {
-            return Err(PolicyError::Import(format!(
-                "{} in the cache has SHA-256 {}, expected {}; delete it and fetch again",
-                path.display(),
-                loaded.info.sha256,
-                known.sha256
-            )));
-        }
-        loaded.info.source = known.name.into();
-        return Ok(loaded);
-    }
-    let path = Path::new(spec);
-    if path.is_file() {
-        return load_gguf(path, device);
-    }
-    let weights = ["model.mpk", "adapters.mpk"]
-        .iter()
-        .map(|f| path.join(f))
-        .find(|p| p.is_file());
-    if let Some(weights) = weights {
-        let (config, model, tokenizer) = crate::checkpoint::load::<B>(path, device)?;
-        let sha256 = sha256_file(&weights)?;
-        return Ok(Pretrained {
-            config,
-            model,
-            tokenizer,
-            info: ModelInfo {
-                source: absolute(path),
-                format: "checkpoint".into(),
-                sha256,
-            },
-        });
-    }
-    if path.join("config.json").is_file() {
-        return load_hf(path, device);
-    }
-    let names: Vec<&str> = KNOWN_MODELS.iter().map(|m| m.name).collect();
-    Err(PolicyError::Import(format!(
-        "{spec:?} is neither a known model ({}), a .gguf file, a Hugging Face directory nor a \
-         sandgym checkpoint",
-        names.join(", ")
-    )))
 }

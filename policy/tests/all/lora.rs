@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Distribution, Tensor};
-use sandgym_policy::pretrained::{self, Pretrained};
-use sandgym_policy::{Cpu, CpuTrain, LoraConfig, LoraTarget, PolicyModel, checkpoint};
+use sandgym_policy::pretrained::Pretrained;
+use sandgym_policy::{Cpu, CpuTrain, LoraConfig, LoraTarget, PolicyModel, checkpoint, load};
 
 fn tiny_llama<B: burn::tensor::backend::Backend>() -> Pretrained<B> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-llama");
-    pretrained::load::<B>(dir.to_str().unwrap(), &Default::default()).unwrap()
+    load::model::<B>(dir.to_str().unwrap(), &Default::default()).unwrap()
 }
 
 fn logits(model: &PolicyModel<Cpu>) -> Vec<f32> {
@@ -115,7 +115,7 @@ fn lora_checkpoints_hold_adapters_and_the_base_identity() {
         !dir.join("model.mpk").exists(),
         "the base weights are not copied"
     );
-    let (back_config, back, _) = checkpoint::load::<Cpu>(&dir, &Default::default()).unwrap();
+    let (back_config, back, _) = load::checkpoint::<Cpu>(&dir, &Default::default()).unwrap();
     assert_eq!(back_config, config);
     assert!(back.has_lora());
     assert!(max_diff(&logits(&back), &want) < 1e-6);
@@ -125,7 +125,7 @@ fn lora_checkpoints_hold_adapters_and_the_base_identity() {
     wrong.base.as_mut().unwrap().sha256 = "0".repeat(64);
     let dir2 = tempdir("wrong-base");
     checkpoint::save(&dir2, &wrong, &model, &base.tokenizer).unwrap();
-    let err = checkpoint::load::<Cpu>(&dir2, &Default::default()).unwrap_err();
+    let err = load::checkpoint::<Cpu>(&dir2, &Default::default()).unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
     // Over a base already in memory (a server swapping versions): the same model, the base
     // read once; another base, or a checkpoint without adapters, is refused.
@@ -147,7 +147,7 @@ fn lora_checkpoints_hold_adapters_and_the_base_identity() {
     let f = dir.join("adapters.mpk");
     let bytes = std::fs::read(&f).unwrap();
     std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
-    assert!(checkpoint::load::<Cpu>(&dir, &Default::default()).is_err());
+    assert!(load::checkpoint::<Cpu>(&dir, &Default::default()).is_err());
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
     let _ = model.num_params();

@@ -3,7 +3,7 @@
 use burn::tensor::{Int, Tensor, TensorData};
 use sandgym_policy::{
     ActionLimits, PolicyConfig, RowControl, SampleConfig, ToolCallGrammar, checkpoint, generate,
-    generate_with, sequence_logprobs,
+    generate_with, load, sequence_logprobs,
 };
 
 // The same tests run on the GPU when built with `--features cuda` (see scripts/gpu-check.sh).
@@ -410,7 +410,7 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     let model = cfg.init::<Infer>(&device);
     let dir = std::env::temp_dir().join(format!("sandgym-ckpt-{}", std::process::id()));
     checkpoint::save(&dir, &cfg, &model, tok).unwrap();
-    let (cfg2, back, tok2) = checkpoint::load::<Infer>(&dir, &device).unwrap();
+    let (cfg2, back, tok2) = load::checkpoint::<Infer>(&dir, &device).unwrap();
     assert_eq!(cfg2, cfg);
     assert_eq!(tok2.to_json(), tok.to_json());
     let ids = [1i64, 2, 50, 60, 70];
@@ -421,20 +421,20 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     let weights = dir.join("model.mpk");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
+    let err = load::checkpoint::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("bad checkpoint"), "{err}");
     // Weights that do not match the config are refused too.
     std::fs::write(&weights, &bytes).unwrap();
     let other = cfg.clone().with_d_model(32).with_d_ff(64);
     burn::config::Config::save(&other, dir.join("config.json")).unwrap();
-    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
+    let err = load::checkpoint::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("bad checkpoint"), "{err}");
     let impossible = cfg.clone().with_n_heads(3);
     burn::config::Config::save(&impossible, dir.join("config.json")).unwrap();
-    let err = checkpoint::load::<Infer>(&dir, &device).unwrap_err();
+    let err = load::checkpoint::<Infer>(&dir, &device).unwrap_err();
     assert!(err.to_string().contains("heads"), "{err}");
     std::fs::write(dir.join("config.json"), "{").unwrap();
-    assert!(checkpoint::load::<Infer>(&dir, &device).is_err());
+    assert!(load::checkpoint::<Infer>(&dir, &device).is_err());
     // Fuzzed: each file damaged at random loads or fails, never panics.
     checkpoint::save(&dir, &cfg, &model, tok).unwrap();
     let mut rng = sandgym_env_api::SplitMix64::new(0xC4EC);
@@ -443,13 +443,13 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
         for _ in 0..60 {
             std::fs::write(dir.join(file), crate::mutate_bytes(&good, &mut rng)).unwrap();
             let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                checkpoint::load::<Infer>(&dir, &device).map(drop)
+                load::checkpoint::<Infer>(&dir, &device).map(drop)
             }));
             assert!(loaded.is_ok(), "a damaged {file} made the load panic");
         }
         std::fs::write(dir.join(file), &good).unwrap();
     }
-    checkpoint::load::<Infer>(&dir, &device).unwrap();
+    load::checkpoint::<Infer>(&dir, &device).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -5,10 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use sandgym_env_api::SplitMix64;
-use sandgym_policy::pretrained::{
-    self, GgufFile, KnownModel, TensorType, dequantize, unpermute_rotary,
-};
-use sandgym_policy::{Cpu, PolicyError, SampleConfig, Tokenizer, generate};
+use sandgym_policy::pretrained::{GgufFile, KnownModel, TensorType, dequantize, unpermute_rotary};
+use sandgym_policy::{Cpu, PolicyError, SampleConfig, Tokenizer, generate, load};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -51,7 +49,7 @@ fn tokenizer_matches(tok: &Tokenizer, expected: &Value) {
 #[test]
 fn tiny_llama_matches_transformers() {
     let dir = fixtures().join("tiny-llama");
-    let loaded = pretrained::load::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap();
+    let loaded = load::model::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap();
     assert_eq!(loaded.info.format, "hf");
     assert_eq!(loaded.tokenizer.format().name, "chatml");
     let c = &loaded.config;
@@ -65,7 +63,7 @@ fn tiny_llama_matches_transformers() {
 #[test]
 fn tiny_qwen2_matches_transformers() {
     let dir = fixtures().join("tiny-qwen2");
-    let loaded = pretrained::load::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap();
+    let loaded = load::model::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap();
     let c = &loaded.config;
     assert!(c.attn_bias && c.tie_embeddings);
     assert_eq!(c.n_kv_heads, 1);
@@ -85,12 +83,12 @@ fn a_missing_or_misshapen_tensor_is_an_import_error() {
     let wrong = config.replace("\"intermediate_size\": 96", "\"intermediate_size\": 97");
     assert_ne!(wrong, config);
     std::fs::write(dir.join("config.json"), wrong).unwrap();
-    let err = pretrained::load::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap_err();
+    let err = load::model::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap_err();
     assert!(matches!(err, PolicyError::Import(_)), "{err}");
     assert!(err.to_string().contains("mlp.gate_proj"), "{err}");
     let unknown = config.replace("\"llama\"", "\"gpt_neox\"");
     std::fs::write(dir.join("config.json"), unknown).unwrap();
-    let err = pretrained::load::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap_err();
+    let err = load::model::<Cpu>(dir.to_str().unwrap(), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("gpt_neox"), "{err}");
 }
 
@@ -360,7 +358,7 @@ fn a_gguf_of_the_tiny_llama_matches_transformers() {
     let dir = fixtures().join("tiny-llama");
     let path = tempdir("gguf").join("tiny.gguf");
     std::fs::write(&path, tiny_llama_gguf()).unwrap();
-    let loaded = pretrained::load::<Cpu>(path.to_str().unwrap(), &Default::default()).unwrap();
+    let loaded = load::model::<Cpu>(path.to_str().unwrap(), &Default::default()).unwrap();
     assert_eq!(loaded.info.format, "gguf");
     let expected = expected(&dir);
     tokenizer_matches(&loaded.tokenizer, &expected);
@@ -385,7 +383,7 @@ fn a_gguf_of_the_tiny_llama_matches_transformers() {
 fn smollm2_matches_transformers() {
     let known = KnownModel::find("smollm2-135m-instruct").unwrap();
     let loaded =
-        pretrained::load::<Cpu>(known.name, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        load::model::<Cpu>(known.name, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
     let c = &loaded.config;
     assert_eq!(
         (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads),
@@ -450,7 +448,7 @@ fn mutated_model_files_load_or_fail_never_panic() {
     let device = Default::default();
     let loads = |path: &Path| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pretrained::load::<Cpu>(path.to_str().unwrap(), &device).map(drop)
+            load::model::<Cpu>(path.to_str().unwrap(), &device).map(drop)
         }))
         .map_err(|_| format!("loading {} panicked", path.display()))
     };
