@@ -40,15 +40,10 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_proxy::published::{self, Manifest};
 use sandgym_proxy::{Action, TraceReader, TraceStats, TraceStore, TraceWriter};
-use sandgym_trainer::{IterMetrics, RolloutStats, Trainer};
+use sandgym_trainer::{IterMetrics, RolloutStats, RunDir, Trainer};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{ActionLimits, Cpu, checkpoint};
-
-/// The file in the run directory naming the rollouts of an update under way.
-pub const PENDING: &str = "learn_pending.json";
-/// The file in the run directory naming the last rollback the learner started again after.
-pub const REBASED: &str = "learn_rebased.json";
+use crate::policy::{ActionLimits, Cpu, load};
 
 /// How a [`Learner`] runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,7 +160,7 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
     }
 
     fn pending_path(&self) -> PathBuf {
-        self.trainer.out().join(PENDING)
+        RunDir::new(self.trainer.out()).learn_pending()
     }
 
     /// Finishes or drops an interrupted update, then marks every published manifest's
@@ -220,7 +215,7 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
     /// the last time it did; returns the version it started again from.
     pub fn rebase_after_rollback(&mut self) -> anyhow::Result<Option<String>> {
         let decisions = sandgym_proxy::decisions(&self.config.publish)?;
-        let path = self.trainer.out().join(REBASED);
+        let path = RunDir::new(self.trainer.out()).learn_rebased();
         let done_until: i64 = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -236,8 +231,8 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             .strip_prefix('v')
             .and_then(|n| n.parse().ok())
             .with_context(|| format!("the serving version {serving:?} is not one of v<n>"))?;
-        let dir = published::version_dir(&self.config.publish, number).join("policy");
-        let (_, model, _) = checkpoint::load::<B>(&dir, &Default::default())
+        let dir = published::version_policy(&self.config.publish, number);
+        let (_, model, _) = load::checkpoint::<B>(&dir, &Default::default())
             .with_context(|| format!("loading the serving version {serving}"))?;
         self.trainer.reset_policy(model);
         std::fs::write(
@@ -334,5 +329,5 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
 
 /// The publish directory a run's learner uses by default.
 pub fn default_publish_dir(run: &Path) -> PathBuf {
-    run.join("versions")
+    RunDir::new(run).versions()
 }

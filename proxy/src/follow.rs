@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sandgym_policy::{Cpu, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use sandgym_policy::{Cpu, PolicyConfig, PolicyModel, Tokenizer, checkpoint, load};
 use serde::{Deserialize, Serialize};
 
 use crate::deploy::Trial;
@@ -254,9 +254,9 @@ impl FollowState {
             let manifest = listed.into_iter().nth(at).expect("found above").1;
             self.seen = number;
             let version = format!("v{number}");
-            let loaded = manifest.map_err(|e| e.to_string()).and_then(|_| {
-                self.load(&published::version_dir(&self.config.dir, number).join("policy"))
-            });
+            let loaded = manifest
+                .map_err(|e| e.to_string())
+                .and_then(|_| self.load(&published::version_policy(&self.config.dir, number)));
             match loaded {
                 Err(reason) => made.push(self.decision(Action::Refused, &version, reason, None)),
                 Ok(model) => made.extend(self.take(model, &version)),
@@ -385,14 +385,14 @@ impl FollowState {
                     .as_ref()
                     .is_none_or(|(have, _)| have.sha256 != info.sha256)
                 {
-                    let loaded = sandgym_policy::pretrained::load::<Cpu>(&info.source, &device)
+                    let loaded = sandgym_policy::load::model::<Cpu>(&info.source, &device)
                         .map_err(|e| format!("its base model {}: {e}", info.source))?;
                     self.base = Some((loaded.info, loaded.model));
                 }
                 let (info, base) = self.base.as_ref().expect("loaded above");
                 checkpoint::load_onto::<Cpu>(dir, base, info, &device).map_err(text)?
             }
-            _ => checkpoint::load::<Cpu>(dir, &device).map_err(text)?,
+            _ => load::checkpoint::<Cpu>(dir, &device).map_err(text)?,
         };
         if architecture(&config) != self.reference.0 {
             return Err(format!(
@@ -642,7 +642,7 @@ mod tests {
             "/../policy/tests/fixtures/tiny-llama"
         );
         let device = Default::default();
-        let base = sandgym_policy::pretrained::load::<Cpu>(fixture, &device).unwrap();
+        let base = sandgym_policy::load::model::<Cpu>(fixture, &device).unwrap();
         let lora = sandgym_policy::LoraConfig::default();
         let config = base
             .config

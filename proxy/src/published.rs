@@ -50,6 +50,16 @@ pub fn version_dir(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("v{number}"))
 }
 
+/// The policy checkpoint of version `n` in `dir` (beside its manifest).
+pub fn version_policy(dir: &Path, number: u64) -> PathBuf {
+    policy_in(&version_dir(dir, number))
+}
+
+/// The policy checkpoint inside a version's directory.
+fn policy_in(version: &Path) -> PathBuf {
+    version.join("policy")
+}
+
 /// Publishes `model` as version `manifest.number` in `dir`, atomically: the version is
 /// written into a hidden sibling, then renamed into place. An existing version of that number
 /// is an error (versions are never rewritten).
@@ -71,7 +81,7 @@ pub fn publish<B: Backend>(
     let tmp = dir.join(format!(".v{}.tmp", manifest.number));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-    checkpoint::save(&tmp.join("policy"), config, model, tokenizer)?;
+    checkpoint::save(&policy_in(&tmp), config, model, tokenizer)?;
     let path = tmp.join(MANIFEST);
     std::fs::write(
         &path,
@@ -144,7 +154,7 @@ mod tests {
         assert_eq!(listed[1].1.as_ref().unwrap(), &manifest(10));
         assert!(listed[2].1.is_err());
         let (_, loaded, _) =
-            checkpoint::load::<Cpu>(&version_dir(&dir, 2).join("policy"), &Default::default())
+            sandgym_policy::load::checkpoint::<Cpu>(&version_policy(&dir, 2), &Default::default())
                 .unwrap();
         drop(loaded);
         std::fs::remove_dir_all(&dir).unwrap();

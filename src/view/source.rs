@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::env_api::{Done, StepRecord};
-use crate::trainer::{EPISODES_DIR, EpisodeLog};
+use crate::trainer::{EpisodeLog, RunDir};
 
 /// The longest line the viewer reads (a longer one is reported, not read).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -237,10 +237,7 @@ impl Source {
     /// file a JSONL file.
     pub fn open(path: &Path) -> Result<Self, SourceError> {
         let kind = if path.is_dir() {
-            let is_run = ["config.json", "metrics.jsonl", EPISODES_DIR]
-                .iter()
-                .any(|f| path.join(f).exists());
-            if !is_run {
+            if !RunDir::new(path).is_run() {
                 return Err(SourceError::Unknown(path.to_owned()));
             }
             SourceKind::Run
@@ -264,7 +261,7 @@ impl Source {
         if self.kind != SourceKind::Run {
             return (None, Vec::new());
         }
-        let path = self.path.join("config.json");
+        let path = RunDir::new(&self.path).config();
         match std::fs::read_to_string(&path) {
             Ok(text) => match serde_json::from_str(&text) {
                 Ok(v) => (Some(v), Vec::new()),
@@ -280,12 +277,13 @@ impl Source {
         if self.kind != SourceKind::Run {
             return json!({"metrics": [], "evals": [], "closing": null, "problems": []});
         }
-        let m: Partial<Value> = read_jsonl(&self.path.join("metrics.jsonl"), true);
-        let e: Partial<Value> = read_jsonl(&self.path.join("eval.jsonl"), false);
+        let run = RunDir::new(&self.path);
+        let m: Partial<Value> = read_jsonl(&run.metrics(), true);
+        let e: Partial<Value> = read_jsonl(&run.evals(), false);
         let mut problems = m.problems;
         problems.extend(e.problems);
         // The closing table (`train` writes it when the run ends).
-        let path = self.path.join("closing_eval.json");
+        let path = run.closing_eval();
         let closing = match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str::<Value>(&text)
                 .map_err(|e| problems.push(format!("{}: {e}", path.display())))
@@ -297,7 +295,7 @@ impl Source {
 
     /// The episode files of a run, in order (train and eval by iteration, closing last).
     fn episode_files(&self) -> (Vec<PathBuf>, Vec<String>) {
-        let dir = self.path.join(EPISODES_DIR);
+        let dir = RunDir::new(&self.path).episodes();
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
@@ -522,7 +520,7 @@ mod tests {
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("sandgym-view-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(d.join(EPISODES_DIR)).unwrap();
+        std::fs::create_dir_all(RunDir::new(&d).episodes()).unwrap();
         d
     }
 

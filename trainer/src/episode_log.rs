@@ -15,9 +15,6 @@ use crate::Result;
 use crate::error::io;
 use crate::rollout::Episode;
 
-/// The folder of a run directory that holds its episode logs.
-pub const EPISODES_DIR: &str = "episodes";
-
 /// Which episodes a log file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -204,7 +201,8 @@ fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
 
 /// The file of the `kind` episodes of iteration `iter` in run directory `out`.
 pub fn episode_log_path(out: &Path, kind: EpisodeKind, iter: u32) -> PathBuf {
-    out.join(EPISODES_DIR)
+    crate::RunDir::new(out)
+        .episodes()
         .join(format!("{}-{iter:06}.jsonl", kind.as_str()))
 }
 
@@ -233,7 +231,7 @@ fn write_episode_logs(
     logs: &[EpisodeLog],
 ) -> Result<()> {
     let path = episode_log_path(out, kind, iter);
-    let dir = out.join(EPISODES_DIR);
+    let dir = crate::RunDir::new(out).episodes();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let mut text = String::new();
     for log in logs {

@@ -33,6 +33,7 @@ mod paired;
 pub mod plot;
 mod rollout;
 mod run;
+mod run_dir;
 pub mod sft;
 
 pub use batch::Sample;
@@ -41,9 +42,7 @@ pub use config::{
     OptimiserConfig, RolloutConfig, ScheduleConfig, TrainConfig,
 };
 pub use curriculum::{PassRates, TaskSelect};
-pub use episode_log::{
-    EPISODES_DIR, EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log,
-};
+pub use episode_log::{EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log};
 pub use error::{Result, TrainError};
 pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
 pub use journal::{Captured, SampleJournal};
@@ -54,7 +53,7 @@ pub use rollout::{
     Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, episode_grammar, render_trajectory,
 };
 pub use run::{
-    NewRun, RunConfig, Trainer, iteration_jobs, policy_dir, read_run_config, rollout_settings,
-    write_plots,
+    NewRun, RunConfig, Trainer, iteration_jobs, read_run_config, rollout_settings, write_plots,
 };
+pub use run_dir::RunDir;
 pub use sft::SftConfig;

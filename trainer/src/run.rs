@@ -1,15 +1,8 @@
 //! A training run: the iteration loop, its run directory, checkpoints and resume.
 //!
-//! A run directory holds:
-//! - `config.json` — the [`TrainConfig`] and the caller's description of the run (env id …);
-//! - `metrics.jsonl` — one [`IterMetrics`] per iteration;
-//! - `eval.jsonl` — one [`EvalPoint`] per periodic evaluation (`eval_every`);
-//! - `episodes/` — the episodes of each iteration and evaluation
-//!   ([`EpisodeLog`](crate::EpisodeLog)), as `schedule.episodes_every` asks;
-//! - `plots/*.png` — reward, success, entropy, KL, diversity and loss curves;
-//! - `checkpoint/` — `policy/` (weights, config, tokenizer), `optimizer.mpk` and `state.json`,
-//!   replaced atomically (written beside, then renamed);
-//! - `reference/` — the frozen reference policy, when a KL term is on.
+//! Its directory's layout is [`RunDir`]'s: `config.json`, `metrics.jsonl`, `eval.jsonl`,
+//! `episodes/`, `plots/`, `checkpoint/` (replaced atomically: written beside, then renamed) and
+//! `reference/`.
 //!
 //! Every random choice of iteration `i` (tasks, sampling, minibatch order) is derived from
 //! the config's seed and `i`, and the weights and optimiser state are checkpointed in full
@@ -26,7 +19,7 @@ use burn::optim::Optimizer;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_env_api::{BoxEnv, ResetOptions, SplitMix64};
-use sandgym_policy::{ActionLimits, PolicyConfig, PolicyModel, Tokenizer, checkpoint};
+use sandgym_policy::{ActionLimits, PolicyConfig, PolicyModel, Tokenizer, checkpoint, load};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -39,13 +32,8 @@ use crate::learner::{Learner, StepStats};
 use crate::metrics::{EvalPoint, IterMetrics, MetricsLog, episode_figures, read_metrics};
 use crate::plot::{Series, line_chart};
 use crate::rollout::{Episode, RolloutEngine, RolloutSettings};
+use crate::run_dir::{Checkpoint, RunDir};
 use crate::{Result, TrainError};
-
-const CONFIG: &str = "config.json";
-const METRICS: &str = "metrics.jsonl";
-const EVALS: &str = "eval.jsonl";
-const CHECKPOINT: &str = "checkpoint";
-const REFERENCE: &str = "reference";
 
 /// `config.json` of a run: the caller's description of it (`M`: the command line's typed
 /// run metadata — env, its configuration, backend, model — or any JSON) and the training
@@ -228,7 +216,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         } = start;
         config.validate()?;
         let pass_rates = pass_rates(&config, &envs)?;
-        if out.join(CHECKPOINT).exists() {
+        if RunDir::new(out).checkpoint().exists() {
             return Err(run_error(
                 out,
                 "it already holds a run; resume it or choose another --out",
@@ -239,13 +227,18 @@ impl<B: AutodiffBackend> Trainer<B> {
             run,
             train: config.clone(),
         };
-        let path = out.join(CONFIG);
+        let path = RunDir::new(out).config();
         let text = serde_json::to_string_pretty(&run_config).expect("config serialises");
         std::fs::write(&path, text).map_err(io(&path))?;
-        let _ = std::fs::remove_file(out.join(METRICS));
-        let _ = std::fs::remove_file(out.join(EVALS));
+        let _ = std::fs::remove_file(RunDir::new(out).metrics());
+        let _ = std::fs::remove_file(RunDir::new(out).evals());
         let reference = if config.objective.kl.coef > 0.0 {
-            checkpoint::save(&out.join(REFERENCE), &policy_config, &model, &tokenizer)?;
+            checkpoint::save(
+                &RunDir::new(out).reference(),
+                &policy_config,
+                &model,
+                &tokenizer,
+            )?;
             Some(model.valid().for_inference())
         } else {
             None
@@ -254,8 +247,8 @@ impl<B: AutodiffBackend> Trainer<B> {
         let learner =
             Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
         Ok(Self {
-            log: MetricsLog::new(out.join(METRICS)),
-            evals: MetricsLog::new(out.join(EVALS)),
+            log: MetricsLog::new(RunDir::new(out).metrics()),
+            evals: MetricsLog::new(RunDir::new(out).evals()),
             config,
             policy_config,
             tokenizer,
@@ -282,15 +275,16 @@ impl<B: AutodiffBackend> Trainer<B> {
         let run = read_run_config::<Value>(out)?;
         let config = run.train;
         recover_checkpoint(out)?;
-        let ckpt = out.join(CHECKPOINT);
-        let state_path = ckpt.join("state.json");
+        let ckpt = RunDir::new(out).checkpoint();
+        let state_path = Checkpoint::state(&ckpt);
         let state: RunState =
             serde_json::from_str(&std::fs::read_to_string(&state_path).map_err(io(&state_path))?)
                 .map_err(|e| run_error(&state_path, e))?;
         let (policy_config, model, tokenizer) =
-            checkpoint::load::<B>(&ckpt.join("policy"), &device)?;
+            load::checkpoint::<B>(&Checkpoint::policy(&ckpt), &device)?;
         let reference = if config.objective.kl.coef > 0.0 {
-            let (_, r, _) = checkpoint::load::<B::InnerBackend>(&out.join(REFERENCE), &device)?;
+            let (_, r, _) =
+                load::checkpoint::<B::InnerBackend>(&RunDir::new(out).reference(), &device)?;
             Some(r.for_inference())
         } else {
             None
@@ -309,7 +303,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let engine = Self::engine(&config, envs, &tokenizer)?;
         let mut learner =
             Learner::for_config(model, policy_config.vocab_size, &config.optimiser, device);
-        let opt_path = ckpt.join("optimizer");
+        let opt_path = Checkpoint::optimizer(&ckpt);
         // burn panics on some malformed records (a record of another model's shapes); keep
         // that inside this call, as the policy's own load does.
         let optim = learner.optim.clone();
@@ -321,9 +315,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         }))
         .map_err(|_| run_error(&opt_path, "the optimizer state does not match the model"))?
         .map_err(|e| run_error(&opt_path, e))?;
-        let log = MetricsLog::new(out.join(METRICS));
+        let log = MetricsLog::new(RunDir::new(out).metrics());
         log.truncate_after(state.iter)?;
-        let evals = MetricsLog::new(out.join(EVALS));
+        let evals = MetricsLog::new(RunDir::new(out).evals());
         evals.truncate_after(state.iter)?;
         Ok(Self {
             log,
@@ -658,17 +652,17 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// Writes the checkpoint of the current iteration (atomically) and refreshes the plots.
     pub fn save(&self) -> Result<()> {
-        let ckpt = self.out.join(CHECKPOINT);
-        let tmp = self.out.join(format!(".{CHECKPOINT}.tmp"));
+        let ckpt = RunDir::new(&self.out).checkpoint();
+        let tmp = RunDir::new(&self.out).checkpoint_tmp();
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
         checkpoint::save(
-            &tmp.join("policy"),
+            &Checkpoint::policy(&tmp),
             &self.policy_config,
             &self.learner.model,
             &self.tokenizer,
         )?;
-        let opt = tmp.join("optimizer");
+        let opt = Checkpoint::optimizer(&tmp);
         NamedMpkFileRecorder::<FullPrecisionSettings>::new()
             .record(self.learner.optim.to_record(), opt.clone())
             .map_err(|e| run_error(&opt, e))?;
@@ -677,13 +671,13 @@ impl<B: AutodiffBackend> Trainer<B> {
             elapsed_s: self.elapsed_before + self.started.elapsed().as_secs_f64(),
             pass_rates: self.pass_rates.clone(),
         };
-        let state_path = tmp.join("state.json");
+        let state_path = Checkpoint::state(&tmp);
         std::fs::write(
             &state_path,
             serde_json::to_string(&state).expect("state serialises"),
         )
         .map_err(io(&state_path))?;
-        let old = self.out.join(format!(".{CHECKPOINT}.old"));
+        let old = RunDir::new(&self.out).checkpoint_old();
         let _ = std::fs::remove_dir_all(&old);
         if ckpt.exists() {
             std::fs::rename(&ckpt, &old).map_err(io(&ckpt))?;
@@ -706,7 +700,7 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// (`--iters 0`, SFT alone) leaves its policy where evaluations, `--init` and `--resume`
     /// look for it, instead of a directory whose `config.json` is the run's.
     pub fn save_if_unsaved(&self) -> Result<()> {
-        if self.out.join(CHECKPOINT).join("policy").exists() {
+        if Checkpoint::policy(&RunDir::new(&self.out).checkpoint()).exists() {
             return Ok(());
         }
         self.save()
@@ -759,19 +753,19 @@ fn varied_groups(episodes: Vec<Episode>) -> (Vec<Episode>, usize) {
 /// two moves leaves no `checkpoint/`. Then a whole new checkpoint (its `state.json` readable)
 /// is moved in, else the old one is moved back. A `checkpoint/` that exists is left as it is.
 fn recover_checkpoint(out: &Path) -> Result<()> {
-    let ckpt = out.join(CHECKPOINT);
+    let ckpt = RunDir::new(out).checkpoint();
     if ckpt.exists() {
         return Ok(());
     }
     let whole = |dir: &Path| {
-        std::fs::read_to_string(dir.join("state.json"))
+        std::fs::read_to_string(Checkpoint::state(dir))
             .ok()
             .and_then(|t| serde_json::from_str::<RunState>(&t).ok())
             .is_some()
     };
     for candidate in [
-        out.join(format!(".{CHECKPOINT}.tmp")),
-        out.join(format!(".{CHECKPOINT}.old")),
+        RunDir::new(out).checkpoint_tmp(),
+        RunDir::new(out).checkpoint_old(),
     ] {
         if whole(&candidate) {
             return std::fs::rename(&candidate, &ckpt).map_err(io(&ckpt));
@@ -782,7 +776,7 @@ fn recover_checkpoint(out: &Path) -> Result<()> {
 
 /// Reads a run directory's `config.json`, its run description as an `M` (`Value` reads any).
 pub fn read_run_config<M: serde::de::DeserializeOwned>(out: &Path) -> Result<RunConfig<M>> {
-    let path = out.join(CONFIG);
+    let path = RunDir::new(out).config();
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
     let run: RunConfig<M> =
         serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text))
@@ -791,30 +785,19 @@ pub fn read_run_config<M: serde::de::DeserializeOwned>(out: &Path) -> Result<Run
     Ok(run)
 }
 
-/// The policy checkpoint directory inside a run directory (or `dir` itself when it already is
-/// a policy checkpoint).
-pub fn policy_dir(dir: &Path) -> PathBuf {
-    let inner = dir.join(CHECKPOINT).join("policy");
-    if inner.exists() {
-        inner
-    } else {
-        dir.to_owned()
-    }
-}
-
 /// Redraws `plots/*.png` of a run from its `metrics.jsonl` (nothing before its first iteration).
 pub fn write_plots(out: &Path) -> Result<()> {
-    if !out.join(METRICS).exists() {
+    if !RunDir::new(out).metrics().exists() {
         // No iteration has run (`--iters 0`): nothing to plot.
         return Ok(());
     }
-    let metrics: Vec<IterMetrics> = read_metrics(&out.join(METRICS))?;
-    let evals: Vec<EvalPoint> = if out.join(EVALS).exists() {
-        read_metrics(&out.join(EVALS))?
+    let metrics: Vec<IterMetrics> = read_metrics(&RunDir::new(out).metrics())?;
+    let evals: Vec<EvalPoint> = if RunDir::new(out).evals().exists() {
+        read_metrics(&RunDir::new(out).evals())?
     } else {
         Vec::new()
     };
-    let dir = out.join("plots");
+    let dir = RunDir::new(out).plots();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let curve = |name: &str, f: &dyn Fn(&IterMetrics) -> f64| {
         Series::new(

@@ -4,6 +4,7 @@
 //! Each trial must end with a whole run: every iteration logged exactly once and in order,
 //! the last checkpoint at the last iteration, every episode log readable.
 
+use sandgym::trainer::{EpisodeKind, RunDir, episode_log_path};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ fn train_args(out: &Path, config: &Path) -> Vec<String> {
         "--env",
         "guess-number-v0",
         "--model",
-        sandgym::training::TINY_MODEL,
+        sandgym::ModelSource::TINY,
         "--iters",
         &ITERS.to_string(),
         "--config",
@@ -60,24 +61,24 @@ fn finish(args: &[String]) -> Result<(), String> {
 
 /// What a killed run directory held: where the kill landed.
 fn stage(out: &Path) -> String {
-    let state = std::fs::read_to_string(out.join("checkpoint/state.json"))
+    let run = RunDir::new(out);
+    let state = std::fs::read_to_string(run.checkpoint_state())
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok());
     match state {
         Some(s) => format!("after checkpoint {}", s["iter"]),
-        None if out.join(".checkpoint.old").exists()
-            || out.join(".checkpoint.tmp/state.json").exists() =>
-        {
+        None if run.checkpoint_old().exists() || run.checkpoint_tmp().exists() => {
             "in a checkpoint swap".into()
         }
-        None if out.join("config.json").exists() => "before the first checkpoint".into(),
+        None if run.config().exists() => "before the first checkpoint".into(),
         None => "before the run existed".into(),
     }
 }
 
 /// Checks a finished run directory is whole.
 fn whole(out: &Path) -> Result<(), String> {
-    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).map_err(|e| e.to_string())?;
+    let run = RunDir::new(out);
+    let metrics = std::fs::read_to_string(run.metrics()).map_err(|e| e.to_string())?;
     let iters: Vec<u64> = metrics
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -91,7 +92,7 @@ fn whole(out: &Path) -> Result<(), String> {
     if iters != want {
         return Err(format!("metrics.jsonl has iterations {iters:?}"));
     }
-    let state: Value = std::fs::read_to_string(out.join("checkpoint/state.json"))
+    let state: Value = std::fs::read_to_string(run.checkpoint_state())
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or("no readable checkpoint/state.json")?;
@@ -99,7 +100,7 @@ fn whole(out: &Path) -> Result<(), String> {
         return Err(format!("the checkpoint is at iteration {}", state["iter"]));
     }
     for i in 1..=ITERS {
-        let log = out.join(format!("episodes/train-{i:06}.jsonl"));
+        let log = episode_log_path(out, EpisodeKind::Train, i);
         let text = std::fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         for (n, line) in text.lines().enumerate() {
             serde_json::from_str::<sandgym::trainer::EpisodeLog>(line)

@@ -391,7 +391,7 @@ fn a_run_of_no_iterations_leaves_its_policy_checkpointed() {
     let out = tmp("no-iterations");
     let mut t = trainer(&out, config(Algo::Grpo, 0), initial());
     t.run(|_| panic!("no iteration runs")).unwrap();
-    let dir = sandgym_trainer::policy_dir(&out);
+    let dir = sandgym_trainer::RunDir::new(&out).policy();
     assert_eq!(dir, out.join("checkpoint").join("policy"));
     sandgym_policy::checkpoint::read_config(&dir).unwrap();
     // A second call finds it there and leaves it.
