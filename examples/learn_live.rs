@@ -24,14 +24,14 @@ use sandgym::approach::{HarnessKind, ProxySettings};
 use sandgym::env_api::{ResetOptions, Split};
 use sandgym::harnesses::ChatClient;
 use sandgym::online::{LearnConfig, LearnStep, Learner};
-use sandgym::policy::{Cpu, CpuTrain, checkpoint};
+use sandgym::policy::{Cpu, CpuTrain, load};
 use sandgym::proxy::judge::Judge;
 use sandgym::proxy::{
     FollowConfig, FollowState, Follower, PolicyServer, Proxy, ProxyConfig, ServerConfig,
     TraceStore, Trial,
 };
 use sandgym::service::EnvTools;
-use sandgym::trainer::policy_dir;
+use sandgym::trainer::RunDir;
 use sandgym::{Backend, RunMeta};
 use serde_json::{Value, json};
 
@@ -106,11 +106,11 @@ fn main() -> anyhow::Result<()> {
     let db = args.out.join("traces.db");
     let meta = RunMeta::read(&run)?;
     let target = meta.run.target();
-    let kind = HarnessKind::for_env(&meta.run.env)
+    let kind = HarnessKind::for_env(&meta.run.env.to_string())
         .with_context(|| format!("{} has no harness", meta.run.env))?;
     let settings = ProxySettings::for_config(&meta.train, args.concurrency);
     let (config, model, tokenizer) =
-        checkpoint::load::<Cpu>(&policy_dir(&run), &Default::default())?;
+        load::checkpoint::<Cpu>(&RunDir::new(&run).policy(), &Default::default())?;
     let server = PolicyServer::start(
         model.for_inference(),
         tokenizer.clone(),

@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use crate::approach::{HarnessTotals, ProxyApproach, ProxyIteration, ProxySettings, percentile};
 use crate::env_api::{ResetOptions, Split};
-use crate::policy::{CpuTrain, checkpoint};
+use crate::policy::{CpuTrain, load};
 use crate::proxy::{TraceStats, TraceStore};
 use crate::trainer::plot::{Series, line_chart};
-use crate::trainer::{Algo, IterMetrics, NewRun, Trainer, policy_dir};
+use crate::trainer::{Algo, IterMetrics, NewRun, RunDir, Trainer};
 use crate::training::{env_batch, fresh_policy, settings};
 use crate::{Backend, EpisodeSource};
 
@@ -124,7 +124,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
     let out = args.out.clone();
     let device = Default::default();
     let (policy_config, model, tokenizer) = match &args.init {
-        Some(dir) => checkpoint::load::<CpuTrain>(&policy_dir(dir), &device)?,
+        Some(dir) => load::checkpoint::<CpuTrain>(&RunDir::new(dir).policy(), &device)?,
         None => fresh_policy::<CpuTrain>(
             &target,
             &config,
@@ -138,7 +138,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         backend,
         init: args.init.clone(),
         source,
-        ..crate::RunMeta::new(&target, crate::training::TINY_MODEL)
+        ..crate::RunMeta::new(&target, crate::ModelSource::Tiny)
     };
     let start = |source, backend, model, envs| NewRun {
         meta: meta(source, backend).to_value(),

@@ -16,14 +16,16 @@
 
 use serde_json::{Map, Value};
 
-pub mod agents;
 pub mod approach;
 pub mod chat_agent;
 pub mod comparison;
+pub mod env_source;
 pub mod evaluation;
 pub mod labels;
+pub mod model_source;
 pub mod narrowing;
 pub mod online;
+pub mod play;
 pub mod progress;
 pub mod registry;
 pub mod replay;
@@ -35,6 +37,8 @@ pub mod target;
 pub mod training;
 pub mod view;
 
+pub use env_source::EnvSource;
+pub use model_source::ModelSource;
 pub use run_meta::{EpisodeSource, RunMeta};
 pub use target::EnvTarget;
 
@@ -47,7 +51,7 @@ pub use sandgym_proxy as proxy;
 pub use sandgym_sandbox as sandbox;
 pub use sandgym_trainer as trainer;
 
-use env_api::{BoxEnv, EnvError};
+use env_api::BoxEnv;
 use sandgym_guest_artifacts::Guest;
 
 #[cfg(doctest)]
@@ -55,17 +59,7 @@ use sandgym_guest_artifacts::Guest;
 struct ReadmeDoctests;
 
 /// Where an env runs.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// In this process, as ordinary Rust.
@@ -91,74 +85,36 @@ pub fn bundled_guest(id: &str) -> Option<Guest> {
 /// How long a remote env may take to answer one request.
 pub const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Builds an env: a registered id natively or in the shared [`sandbox::Sandbox`], a guest
-/// component file (a `.wasm` path) in the sandbox, made with `config`, or a remote env served
-/// over OpenEnv's protocol (`ws://host:port`, `http://host:port`: one session per env).
+/// Builds an env from what `--env` names ([`EnvSource`]): a registered id natively or in the
+/// shared [`sandbox::Sandbox`], a guest component file (a `.wasm` path) in the sandbox, made
+/// with `config`, or a remote env served over OpenEnv's protocol (`ws://host:port`,
+/// `http://host:port`: one session per env).
 pub fn make_env(
-    id: &str,
+    env: impl Into<EnvSource>,
     backend: Backend,
     config: &Map<String, Value>,
 ) -> env_api::Result<BoxEnv> {
     register_builtin_envs();
-    if openenv::is_remote(id) {
-        if !config.is_empty() {
-            return Err(EnvError::InvalidConfig {
-                reason: format!("{id} is a remote env: configure it where it is served"),
-            });
-        }
-        let env = openenv::RemoteEnv::connect(id, REMOTE_TIMEOUT)?;
-        return Ok(Box::new(env));
-    }
-    if target::is_guest_file(id) {
-        if backend == Backend::Native {
-            return Err(EnvError::InvalidConfig {
-                reason: format!("{id} is a guest component: it runs only in the sandbox"),
-            });
-        }
-        let guest = sandbox::Sandbox::shared()?.load_file(std::path::Path::new(id))?;
-        return Ok(Box::new(guest.instantiate(config)?));
-    }
-    match backend {
-        Backend::Native => env_api::make_with(id, config),
-        Backend::Wasm => {
-            let registration = env_api::lookup(id)?;
-            let guest = bundled_guest(&registration.id.to_string()).ok_or_else(|| {
-                EnvError::InvalidConfig {
-                    reason: format!("{} has no WebAssembly build", registration.id),
-                }
-            })?;
-            let env = sandbox::Sandbox::shared()?
-                .load(guest.wasm)?
-                .instantiate(config)?;
-            Ok(Box::new(env))
-        }
-    }
+    env.into().make(backend, config)
 }
 
 /// Text for training a tokenizer: tool lists, instructions, observations and the canonical
 /// actions of `episodes` scripted-baseline episodes per bundled env (train split).
-pub fn env_corpus(episodes: u64) -> env_api::Result<Vec<String>> {
-    use env_api::{Env, RecordTrajectory, ResetOptions, Split};
+pub fn env_corpus(episodes: u64) -> anyhow::Result<Vec<String>> {
+    use env_api::{ResetOptions, Split};
     let mut lines = Vec::new();
     for id in ["sql-agent-v0", "customer-service-v0"] {
-        let mut env = RecordTrajectory::new(make_env(id, Backend::Native, &Map::new())?);
+        let env = make_env(id, Backend::Native, &Map::new())?;
         lines.push(policy::tool_list(&env.spec().tools));
-        for seed in 0..episodes {
-            let mut agent = agents::baseline(id).expect("bundled envs have baselines");
-            let mut obs = env.reset(seed, &ResetOptions::split(Split::Train))?;
-            for _ in 0..env.spec().max_episode_steps.unwrap_or(16) {
-                if env.done().is_done() {
-                    break;
-                }
-                obs = env.step(&agent.act(&obs))?;
+        let played = play::play_env(env, 0..episodes, &ResetOptions::split(Split::Train), |_| {
+            registry::baseline(id).ok_or_else(|| anyhow::anyhow!("{id} has no baseline"))
+        })?;
+        for r in played.into_iter().flat_map(|e| e.trajectory.records) {
+            if let Some(a) = r.to_action() {
+                lines.push(policy::canonical_json(&a));
             }
-            for r in env.take_trajectory().records {
-                if let Some(a) = r.to_action() {
-                    lines.push(policy::canonical_json(&a));
-                }
-                lines.push(r.instruction);
-                lines.push(r.observation);
-            }
+            lines.push(r.instruction);
+            lines.push(r.observation);
         }
     }
     Ok(lines)

@@ -10,7 +10,7 @@ use crate::policy::DeviceKind;
 use crate::{Backend, EnvTarget};
 
 /// Where a run's training episodes come from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EpisodeSource {
     /// The env's own rollout engine.
@@ -20,13 +20,32 @@ pub enum EpisodeSource {
     Proxy,
 }
 
+impl std::str::FromStr for EpisodeSource {
+    type Err = String;
+
+    /// `env` or `proxy`, as in `config.json`.
+    ///
+    /// ```
+    /// use sandgym::EpisodeSource;
+    /// assert_eq!("proxy".parse::<EpisodeSource>(), Ok(EpisodeSource::Proxy));
+    /// assert!("harness".parse::<EpisodeSource>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "env" => Ok(Self::Env),
+            "proxy" => Ok(Self::Proxy),
+            _ => Err(format!("`{s}` is not an episode source (env, proxy)")),
+        }
+    }
+}
+
 /// A run's description: what it trains on and from what. Saved as `run` in `config.json`;
 /// `resume`, `eval --checkpoint` and the closing evaluation read it back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunMeta {
     /// The env's id (bundled), its component file, or a served env's URL.
-    pub env: String,
+    pub env: crate::EnvSource,
     /// The configuration the env is made with.
     #[serde(default)]
     pub env_config: Map<String, Value>,
@@ -36,7 +55,7 @@ pub struct RunMeta {
     #[serde(default)]
     pub init: Option<PathBuf>,
     /// The model it started from: `tiny` or a pretrained model's name or directory.
-    pub model: String,
+    pub model: crate::ModelSource,
     /// The device the policy trained on.
     #[serde(default)]
     pub device: DeviceKind,
@@ -53,13 +72,13 @@ pub struct RunMeta {
 
 impl RunMeta {
     /// A run on `target` from `model`, in the sandbox, on the CPU, from the env's episodes.
-    pub fn new(target: &EnvTarget, model: impl Into<String>) -> Self {
+    pub fn new(target: &EnvTarget, model: crate::ModelSource) -> Self {
         Self {
             env: target.env.clone(),
             env_config: target.config.clone(),
             backend: Backend::Wasm,
             init: None,
-            model: model.into(),
+            model,
             device: DeviceKind::Cpu,
             source: EpisodeSource::Env,
             reward: target.reward.clone(),
@@ -74,7 +93,7 @@ impl RunMeta {
 
     /// The env it trains on, with its configuration and its reward.
     pub fn target(&self) -> EnvTarget {
-        let mut target = EnvTarget::with_config(&self.env, self.env_config.clone());
+        let mut target = EnvTarget::with_config(self.env.clone(), self.env_config.clone());
         target.reward = self.reward.clone();
         target.hosts = self.env_hosts.clone();
         target
@@ -82,7 +101,7 @@ impl RunMeta {
 
     /// Whether it started from a pretrained model (not the tiny one, not a checkpoint).
     pub fn pretrained(&self) -> bool {
-        self.init.is_none() && crate::training::is_pretrained_model(&self.model)
+        self.init.is_none() && self.model.is_pretrained()
     }
 
     /// As JSON, for [`NewRun::meta`](crate::trainer::NewRun::meta).
@@ -97,7 +116,10 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_what_it_does_not_know() {
-        let mut meta = RunMeta::new(&EnvTarget::new("sql-agent-v0"), "smollm2-135m-instruct");
+        let mut meta = RunMeta::new(
+            &EnvTarget::new("sql-agent-v0"),
+            crate::ModelSource::Pretrained("smollm2-135m-instruct".into()),
+        );
         meta.backend = Backend::Native;
         meta.source = EpisodeSource::Proxy;
         let value = meta.to_value();

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::env_api::{self, BoxEnv, EnvError, EnvSpec};
-use crate::{Backend, make_env};
+use crate::{Backend, EnvSource, make_env};
 
 /// An env and its configuration.
 ///
@@ -25,8 +25,8 @@ use crate::{Backend, make_env};
 /// ```
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct EnvTarget {
-    /// A registered env id (`sql-agent-v0`) or the path of a guest component (`.wasm`).
-    pub env: String,
+    /// The env: a registered id, a guest component file or a served env.
+    pub env: EnvSource,
     /// The configuration object the env is made with (empty: its defaults).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub config: Map<String, Value>,
@@ -47,7 +47,7 @@ pub struct EnvTarget {
 
 impl EnvTarget {
     /// A registered env or a guest file with its default configuration.
-    pub fn new(env: impl Into<String>) -> Self {
+    pub fn new(env: impl Into<EnvSource>) -> Self {
         Self {
             env: env.into(),
             ..Self::default()
@@ -55,7 +55,7 @@ impl EnvTarget {
     }
 
     /// A target with an explicit configuration object.
-    pub fn with_config(env: impl Into<String>, config: Map<String, Value>) -> Self {
+    pub fn with_config(env: impl Into<EnvSource>, config: Map<String, Value>) -> Self {
         Self {
             env: env.into(),
             config,
@@ -101,8 +101,8 @@ impl EnvTarget {
             )));
         }
         let mut all = Vec::new();
-        if crate::openenv::is_remote(&self.env) {
-            all.push(self.env.clone());
+        if let EnvSource::Remote(url) = &self.env {
+            all.push(url.clone());
         }
         all.extend(hosts);
         self.hosts = all;
@@ -140,20 +140,20 @@ impl EnvTarget {
 
     /// Whether the target is a guest file rather than a registered id.
     pub fn is_file(&self) -> bool {
-        is_guest_file(&self.env)
+        self.env.is_guest()
     }
 
     /// One env, natively or sandboxed (a guest file runs only sandboxed), with the target's
     /// reward if it has one.
     pub fn make(&self, backend: Backend) -> env_api::Result<BoxEnv> {
         let env = match self.hosts.as_slice() {
-            [] => make_env(&self.env, backend, &self.config)?,
+            [] => make_env(self.env.clone(), backend, &self.config)?,
             hosts => {
                 use std::sync::atomic::Ordering;
                 let host = &hosts[self.next_host.fetch_add(1, Ordering::Relaxed) % hosts.len()];
                 let env = make_env(host, backend, &self.config)?;
                 let served = env.spec().id.to_string();
-                if !crate::openenv::is_remote(&self.env) && served != self.env {
+                if !self.env.is_remote() && self.env.id() != Some(served.as_str()) {
                     return Err(EnvError::InvalidConfig {
                         reason: format!("--env-hosts: {host} serves {served}, not {}", self.env),
                     });
@@ -208,54 +208,18 @@ impl EnvTarget {
     /// A short label for run directories: the id, a guest file's stem, or a remote env's id
     /// as its server gives it.
     pub fn label(&self) -> String {
-        if crate::openenv::is_remote(&self.env) || !self.hosts.is_empty() {
+        if self.env.is_remote() || !self.hosts.is_empty() {
             return self.id().unwrap_or_else(|_| "remote".into());
         }
-        if self.is_file() {
-            Path::new(&self.env)
+        match &self.env {
+            EnvSource::Guest(path) => path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "env".into())
-        } else {
-            self.env.clone()
+                .unwrap_or_else(|| "env".into()),
+            other => other.to_string(),
         }
     }
 }
-
-/// The options that name an env on the command line: `--env ID|PATH.wasm|URL` and
-/// `--env-config CONFIG` (flattened into every command that makes envs from them).
-#[derive(Clone, Debug, clap::Args)]
-pub struct EnvArgs {
-    /// The env: a registered id (`sql-agent-v0`), the path of a guest component (`.wasm`),
-    /// or a served env's URL (`ws://host:port`).
-    #[arg(long)]
-    pub env: String,
-    /// The env's configuration: a JSON object, inline or in a file; `"@PATH"` strings in it
-    /// are replaced by that file's contents (e.g. `{"tasks_jsonl": "@tasks.jsonl"}`).
-    #[arg(long)]
-    pub env_config: Option<String>,
-    /// Servers of the env (`URL,URL,…`, OpenEnv's protocol, e.g. `sandgym serve-env` on other
-    /// machines): a batch of envs is spread over them, one session each in turn; `--env` is
-    /// then the id they serve. A host that fails ends only its own sessions' episodes.
-    #[arg(long, value_delimiter = ',')]
-    pub env_hosts: Vec<String>,
-}
-
-impl EnvArgs {
-    /// The target they name.
-    pub fn target(&self) -> env_api::Result<EnvTarget> {
-        EnvTarget::parse(&self.env, self.env_config.as_deref())?.with_hosts(self.env_hosts.clone())
-    }
-}
-
-/// The long help of `--reward` on `run`, `eval`, `train` and `check` (one text for all).
-pub const REWARD_HELP: &str = "A reward composed around the env's own: a JSON list of terms \
-(env, success, length, tool_budget, forbidden, format, info, final, plugin; each with a \
-weight), or an object with the terms and a clip range; inline or in a file. A reward plugin \
-alone is PATH.wasm or a bundled plugin's name (rubric). Each step's terms are shown in its \
-observation's info.reward_terms (a plugin's parts in info.reward_parts). A training run \
-records it (with each plugin's SHA-256): resume, eval --checkpoint and the closing table use \
-it too.";
 
 /// The reward design `--reward SPEC` names: a JSON list of terms or an object with terms and a
 /// clip range ([`RewardSpec`](env_api::RewardSpec)), inline or in a file; or a reward plugin
@@ -288,11 +252,6 @@ pub fn parse_reward(spec: Option<&str>) -> env_api::Result<Option<env_api::Rewar
         serde_json::from_str(&text).map_err(|e| invalid(format!("--reward: {e}")))?;
     crate::reward_plugins::pin(&mut parsed, &base)?;
     Ok(Some(parsed))
-}
-
-/// Whether `env` names a guest file (a `.wasm` path or an existing file) rather than an id.
-pub fn is_guest_file(env: &str) -> bool {
-    env.ends_with(".wasm") || Path::new(env).is_file()
 }
 
 /// Replaces every `"@PATH"` string in `value` by the contents of the file (relative to `base`).

@@ -24,7 +24,7 @@ pub struct Args {
     env_config: Option<String>,
     /// Check the env under this reward (terms, or a reward plugin's `.wasm`): the plugin must
     /// load, declare a valid name and range, and keep the env's contract.
-    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
+    #[arg(long, long_help = crate::cli::env_args::REWARD_HELP)]
     reward: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]

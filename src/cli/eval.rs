@@ -10,7 +10,7 @@ use sandgym::EnvTarget;
 use sandgym::env_api::Split;
 use sandgym::evaluation::{compare, print};
 use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
-use sandgym::trainer::{Algo, policy_dir, rollout_settings};
+use sandgym::trainer::{Algo, RunDir, rollout_settings};
 use sandgym::training::preset;
 
 /// Options of `sandgym eval`.
@@ -29,7 +29,7 @@ pub struct Args {
     /// A pretrained model, zero-shot: a known name (`sandgym model list`; fetched on first
     /// use), a `.gguf` file or a Hugging Face directory.
     #[arg(long)]
-    model: Option<String>,
+    model: Option<sandgym::ModelSource>,
     /// The env to evaluate on: a registered id (`sql-agent-v0`) or the path of a guest
     /// component (`.wasm`). Default: the env (and its configuration) a run directory was
     /// trained on.
@@ -41,7 +41,7 @@ pub struct Args {
     env_config: Option<String>,
     /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
     /// A run directory's `--checkpoint` brings the run's own.
-    #[arg(long, long_help = sandgym::target::REWARD_HELP)]
+    #[arg(long, long_help = crate::cli::env_args::REWARD_HELP)]
     reward: Option<String>,
     /// The task split.
     #[arg(long, default_value = "test")]
@@ -87,8 +87,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // Otherwise the env's preset for the kind of model: pretrained when `--model` names one or
     // the checkpoint records the base model it was tuned from.
     let pretrained = match (checkpoint, &args.model) {
-        (_, Some(model)) => sandgym::training::is_pretrained_model(model),
-        (Some(dir), None) => checkpoint::read_config(&policy_dir(dir))
+        (_, Some(model)) => model.is_pretrained(),
+        (Some(dir), None) => checkpoint::read_config(&RunDir::new(dir).policy())
             .map(|c| c.base.is_some())
             .unwrap_or(false),
         (None, None) => false,
@@ -101,8 +101,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return compare_two(args, pair, &target, &settings);
     }
     let spec = match (&args.checkpoint, &args.model) {
-        (Some(dir), _) => policy_dir(dir).display().to_string(),
-        (None, Some(model)) => model.clone(),
+        (Some(dir), _) => RunDir::new(dir).policy().display().to_string(),
+        (None, Some(model)) => model.to_string(),
         (None, None) => anyhow::bail!("give --checkpoint DIR or --model NAME|PATH"),
     };
     /// The evaluation, on whichever backend `--device` selects.
@@ -186,7 +186,7 @@ fn compare_two(
         }
     }
     let report = args.device.dispatch(Pair {
-        dirs: [policy_dir(a), policy_dir(b)],
+        dirs: [RunDir::new(a).policy(), RunDir::new(b).policy()],
         target,
         split: args.split,
         episodes: args.episodes,

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod env_args;
 pub mod envs;
 pub mod eval;
 pub mod learn;

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandgym::policy::{Cpu, checkpoint};
+use sandgym::policy::{Cpu, load};
 use sandgym::proxy::judge::Judge;
-use sandgym::proxy::published::version_dir;
+use sandgym::proxy::published::version_policy;
 use sandgym::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig, Trial};
-use sandgym::trainer::policy_dir;
+use sandgym::trainer::RunDir;
 
 /// Options of `sandgym serve-policy`.
 #[derive(Debug, clap::Args)]
@@ -70,12 +70,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let (dir, version) = match resumed {
         Some(n) => (
-            version_dir(args.follow.as_deref().expect("resumed"), n).join("policy"),
+            version_policy(args.follow.as_deref().expect("resumed"), n),
             format!("v{n}"),
         ),
-        None => (policy_dir(&args.checkpoint), "v0".to_owned()),
+        None => (RunDir::new(&args.checkpoint).policy(), "v0".to_owned()),
     };
-    let (config, model, tokenizer) = checkpoint::load::<Cpu>(&dir, &Default::default())?;
+    let (config, model, tokenizer) = load::checkpoint::<Cpu>(&dir, &Default::default())?;
     let server = PolicyServer::start(
         model.for_inference(),
         tokenizer.clone(),

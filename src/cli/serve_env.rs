@@ -12,7 +12,7 @@ use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    env: sandgym::target::EnvArgs,
+    env: crate::cli::env_args::EnvArgs,
     /// Run a bundled env natively instead of in the WASM sandbox.
     #[arg(long)]
     native: bool,

@@ -6,15 +6,15 @@ use std::process::ExitCode;
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Trajectory;
-use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
+use sandgym::policy::{DeviceKind, OnDevice, checkpoint, load};
 use sandgym::trainer::sft::SftExample;
-use sandgym::trainer::{Algo, policy_dir};
+use sandgym::trainer::{Algo, RunDir};
 
 /// Options of `sandgym sft`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    env: sandgym::target::EnvArgs,
+    env: crate::cli::env_args::EnvArgs,
     /// Where to write the policy checkpoint.
     #[arg(long)]
     out: PathBuf,
@@ -58,12 +58,12 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
     // The preset follows the checkpoint continued from, as in `train --init`: a pretrained
     // model's (its demonstrations, epochs and LoRA-sized rate) when it records a base.
     let base = match &args.init {
-        Some(dir) => checkpoint::read_config(&policy_dir(dir))?.base,
+        Some(dir) => checkpoint::read_config(&RunDir::new(dir).policy())?.base,
         None => None,
     };
     let preset_model = match base {
         Some(base) => sandgym::training::ModelChoice {
-            model: Some(base.source),
+            model: base.source.parse().map_err(anyhow::Error::msg)?,
             lora_rank: 0,
         },
         None => sandgym::training::ModelChoice::tiny(),
@@ -95,7 +95,7 @@ fn sft_on<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<
         return Ok(ExitCode::SUCCESS);
     }
     let (policy_config, model, tokenizer) = match &args.init {
-        Some(dir) => checkpoint::load::<B>(&policy_dir(dir), &device)?,
+        Some(dir) => load::checkpoint::<B>(&RunDir::new(dir).policy(), &device)?,
         None => {
             let tok = sandgym::training::default_tokenizer()?;
             let pc = sandgym::policy::PolicyConfig::new(tok.vocab_size());

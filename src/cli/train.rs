@@ -10,7 +10,7 @@ use burn::tensor::backend::AutodiffBackend;
 use sandgym::env_api::Split;
 use sandgym::policy::{DeviceKind, OnDevice};
 use sandgym::progress::Progress;
-use sandgym::trainer::{Algo, IterMetrics, Trainer, policy_dir};
+use sandgym::trainer::{Algo, IterMetrics, RunDir, Trainer};
 use sandgym::training::{ModelChoice, RunPlan};
 use sandgym::{Backend, EnvTarget, EpisodeSource, RunMeta};
 
@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', conflicts_with = "resume")]
     env_hosts: Vec<String>,
     /// A reward composed around the env's own: terms, or a plugin (`--help` for more).
-    #[arg(long, long_help = sandgym::target::REWARD_HELP, conflicts_with = "resume")]
+    #[arg(long, long_help = crate::cli::env_args::REWARD_HELP, conflicts_with = "resume")]
     reward: Option<String>,
     /// grpo, ppo, rloo, dapo or reinforce_pp.
     #[arg(long, default_value = "grpo")]
@@ -60,7 +60,7 @@ pub struct Args {
     /// directory. The env's preset follows the choice (a pretrained model trains LoRA
     /// adapters on demonstrations first).
     #[arg(long, default_value = "smollm2-135m-instruct", conflicts_with = "init")]
-    model: String,
+    model: sandgym::ModelSource,
     /// LoRA rank over a pretrained `--model` (0 trains every weight).
     #[arg(long, default_value_t = 16)]
     lora_rank: usize,
@@ -144,7 +144,11 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         // A pretrained model's fresh run without --env-config trains on the env's main-job
         // configuration, where it has one (the SQL agent's adds a multi-schema curriculum).
         let env_config = args.env_config.clone().or_else(|| {
-            let c = sandgym::registry::main_job_config(&env, &args.model, args.init.is_some())?;
+            let c = sandgym::registry::main_job_config(
+                &env,
+                args.model.is_pretrained(),
+                args.init.is_some(),
+            )?;
             eprintln!("env configuration (the main job's): {c}");
             Some(c.to_owned())
         });
@@ -154,13 +158,13 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         let algo: Algo = args.algo.parse()?;
         let id = target.id()?;
         let model = ModelChoice {
-            model: Some(args.model.clone()),
+            model: args.model.clone(),
             lora_rank: args.lora_rank,
         };
         // With --init the preset follows the checkpoint: pretrained when it records a base.
         let preset_model = match &args.init {
             Some(dir) => {
-                let config = sandgym::policy::checkpoint::read_config(&policy_dir(dir))?;
+                let config = sandgym::policy::checkpoint::read_config(&RunDir::new(dir).policy())?;
                 if config.base.is_some() {
                     model.clone()
                 } else {
@@ -234,10 +238,10 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
     let env = RunMeta::read(trainer.out())?.run.env;
     let c = trainer.config().clone();
     let mut approach = ProxyApproach::start(
-        &env,
+        &env.to_string(),
         trainer.inference_model(),
         trainer.tokenizer().clone(),
-        &trainer.out().join("traces.db"),
+        &RunDir::new(trainer.out()).traces(),
         ProxySettings::for_config(&c, args.concurrency),
     )?;
     eprintln!(
@@ -282,7 +286,7 @@ fn finish<B: AutodiffBackend>(
             mean(&history[history.len() - k..], |m| m.reward_mean),
             mean(&history[..k], |m| m.success_rate),
             mean(&history[history.len() - k..], |m| m.success_rate),
-            out.join("plots").display()
+            RunDir::new(&out).plots().display()
         );
     }
     if args.eval_episodes != Some(0) {
@@ -297,7 +301,7 @@ fn finish<B: AutodiffBackend>(
             },
             &Default::default(),
         )?;
-        let path = out.join("closing_eval.json");
+        let path = RunDir::new(&out).closing_eval();
         std::fs::write(&path, serde_json::to_string_pretty(&stages)?)
             .with_context(|| format!("writing {}", path.display()))?;
         sandgym::evaluation::print_stages(&stages, &target.label());

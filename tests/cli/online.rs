@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandgym::online::{LearnConfig, Learner};
-use sandgym::policy::{Cpu, CpuTrain, checkpoint};
+use sandgym::policy::{Cpu, CpuTrain, load};
 use sandgym::proxy::judge::Judge;
 use sandgym::proxy::published::{self, Manifest};
 use sandgym::proxy::{
     Action, FollowConfig, FollowState, Follower, PolicyServer, Proxy, ProxyConfig, ServerConfig,
     TraceStore, Trial,
 };
-use sandgym::trainer::policy_dir;
+use sandgym::trainer::RunDir;
 
 use super::common::{spawn, tmp};
 use serde_json::{Value, json};
@@ -120,7 +120,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     let publish = run.join("versions");
     let db = run.join("traces.db");
     let (config, model, tokenizer) =
-        checkpoint::load::<Cpu>(&policy_dir(&run), &Default::default()).unwrap();
+        load::checkpoint::<Cpu>(&RunDir::new(&run).policy(), &Default::default()).unwrap();
     let server = PolicyServer::start(
         model.clone().for_inference(),
         tokenizer.clone(),

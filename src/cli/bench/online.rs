@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sandgym::ModelSource;
 use sandgym::approach::percentile;
 use sandgym::policy::Cpu;
 use sandgym::proxy::published::{self, Manifest};
 use sandgym::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig};
-use sandgym::training::{ModelChoice, initial_policy, is_pretrained_model};
+use sandgym::training::{ModelChoice, initial_policy};
 use serde_json::{Map, Value, json};
 
 /// A training run in another process, killed when dropped.
@@ -66,12 +67,12 @@ fn ms(us: u64) -> Value {
 }
 
 /// The update-to-served rounds: `rounds` versions of `model`, each published and waited for.
-fn swap_rounds(model: &str, rounds: usize) -> anyhow::Result<Map<String, Value>> {
+fn swap_rounds(model: &ModelSource, rounds: usize) -> anyhow::Result<Map<String, Value>> {
     let dir = std::env::temp_dir().join(format!("sandgym-bench-swap-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let choice = ModelChoice {
-        model: Some(model.to_owned()),
-        lora_rank: if is_pretrained_model(model) { 8 } else { 0 },
+        model: model.clone(),
+        lora_rank: if model.is_pretrained() { 8 } else { 0 },
     };
     let device = Default::default();
     let (config, policy, tokenizer) = initial_policy::<Cpu>(&choice, 0, &device)?;
@@ -176,7 +177,7 @@ fn swap_rounds(model: &str, rounds: usize) -> anyhow::Result<Map<String, Value>>
 pub fn run(
     budget: Duration,
     rate: f64,
-    model: &str,
+    model: &ModelSource,
     rounds: usize,
 ) -> anyhow::Result<Map<String, Value>> {
     let dir = std::env::temp_dir().join(format!("sandgym-bench-online-{}", std::process::id()));

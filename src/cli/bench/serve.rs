@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use sandgym::ModelSource;
 use sandgym::approach::percentile;
 use sandgym::policy::Cpu;
 use sandgym::proxy::{PolicyServer, ServerConfig};
-use sandgym::training::{ModelChoice, initial_policy, is_pretrained_model};
+use sandgym::training::{ModelChoice, initial_policy};
 use serde_json::{Map, Value, json};
 
 fn body(max_tokens: u32) -> String {
@@ -37,14 +38,14 @@ fn ms(us: u64) -> Value {
 /// Runs `rounds` of: the short request alone, then the same while `long` requests of
 /// `long_tokens` tokens generate.
 pub fn run(
-    model: &str,
+    model: &ModelSource,
     rounds: usize,
     long: usize,
     long_tokens: u32,
 ) -> anyhow::Result<Map<String, Value>> {
     let choice = ModelChoice {
-        model: Some(model.to_owned()),
-        lora_rank: if is_pretrained_model(model) { 8 } else { 0 },
+        model: model.clone(),
+        lora_rank: if model.is_pretrained() { 8 } else { 0 },
     };
     let (_, policy, tokenizer) = initial_policy::<Cpu>(&choice, 0, &Default::default())?;
     let server = PolicyServer::start(
