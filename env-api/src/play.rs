@@ -124,3 +124,76 @@ pub fn play<E: Env, A: Agent + ?Sized>(
         env_time,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Action;
+    use crate::toy::{BinarySearch, GuessNumber};
+    use serde_json::json;
+
+    /// Plays a fixed list of actions; past its end it fails with its reason, if it has one.
+    struct Script(Vec<Action>, Option<&'static str>, bool);
+
+    impl Agent for Script {
+        fn act(&mut self, _: &Observation) -> Action {
+            self.2 = self.0.is_empty();
+            if self.2 {
+                return Action::respond("");
+            }
+            self.0.remove(0)
+        }
+        fn failure(&self) -> Option<&str> {
+            self.1.filter(|_| self.2)
+        }
+    }
+
+    #[test]
+    fn an_invalid_action_is_a_recorded_step_the_agent_reads() {
+        let mut env = RecordTrajectory::new(GuessNumber::with_max(8));
+        let mut agent = Script(
+            vec![
+                Action::tool("shout", json!({})),
+                Action::respond("I give up"),
+            ],
+            None,
+            false,
+        );
+        let e = play(&mut env, &mut agent, 1, &ResetOptions::default(), 16).unwrap();
+        assert_eq!((e.steps, e.trajectory.records.len()), (2, 2));
+        assert!(e.trajectory.records[0].observation.contains("unknown tool"));
+        assert!(!e.success && !e.failed());
+        assert_eq!(e.imitate, vec![true, true]);
+    }
+
+    #[test]
+    fn an_agent_failure_ends_the_episode_unsuccessful() {
+        let mut env = RecordTrajectory::new(GuessNumber::with_max(8));
+        let mut agent = Script(
+            vec![Action::tool("guess", json!({"number": 4}))],
+            Some("down"),
+            false,
+        );
+        let e = play(&mut env, &mut agent, 1, &ResetOptions::default(), 16).unwrap();
+        assert_eq!(e.agent_failure.as_deref(), Some("down"));
+        assert_eq!(e.steps, 1);
+        assert!(!e.success && e.failed());
+    }
+
+    #[test]
+    fn the_step_limit_ends_an_episode_and_a_bad_reset_is_the_error() {
+        let mut env = RecordTrajectory::new(GuessNumber::new());
+        let e = play(
+            &mut env,
+            &mut BinarySearch::default(),
+            5,
+            &ResetOptions::default(),
+            2,
+        )
+        .unwrap();
+        assert_eq!(e.steps, 2);
+        assert!(!e.success);
+        let bad = ResetOptions::default().with_task("no-such-task");
+        assert!(play(&mut env, &mut BinarySearch::default(), 5, &bad, 2).is_err());
+    }
+}

@@ -383,22 +383,27 @@ fn train_spreads_over_env_hosts_and_survives_one_dying() {
 #[test]
 fn run_and_train_on_an_env_written_with_openenvs_python_server() {
     let py = openenv_python();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openenv/guess_env.py");
-    let _server = KillOnDrop(
+    // The server binds a port the OS picks and prints it.
+    let mut server = KillOnDrop(
         Command::new(&py)
             .arg(&script)
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the server printed {line:?}, not its port"));
     let url = format!("http://127.0.0.1:{port}");
     let start = std::time::Instant::now();
     while ureq::get(format!("{url}/health")).call().is_err() {

@@ -6,7 +6,7 @@ Its one tool is an MCP tool (`guess`, 1 to 4); an episode ends on the right gues
 or after four guesses. Usage: `python guess_env.py PORT`.
 """
 
-import sys
+import socket
 from typing import Annotated
 
 import uvicorn
@@ -83,4 +83,10 @@ app = create_app(
 )
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    # The OS picks the port of a socket the server holds from the start (no other process can
+    # take it in between); its number is the first line on stdout.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    print(sock.getsockname()[1], flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

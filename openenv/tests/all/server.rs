@@ -594,7 +594,14 @@ fn a_remote_env_opens_a_new_session_when_the_server_ended_an_idle_one() {
     let url = format!("ws://{}", server.addr());
     let mut env = RemoteEnv::connect(&url, Duration::from_secs(30)).expect("connects");
     let first = env.reset(4, &ResetOptions::default()).unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    let start = std::time::Instant::now();
+    while server.active_sessions() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the idle session stayed open"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // The server has closed the idle session; a step cannot go on, a reset starts afresh.
     assert!(
         env.step(&Action::tool("guess", json!({"number": 4})))

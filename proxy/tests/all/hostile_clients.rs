@@ -265,8 +265,11 @@ fn bodies_held_at_once_are_bounded() {
 #[test]
 fn a_handler_learns_that_its_client_has_gone() {
     let (tx, rx) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
     let tx = std::sync::Mutex::new(tx);
+    let started_tx = std::sync::Mutex::new(started_tx);
     let server = Server::start("127.0.0.1:0", move |request| {
+        let _ = started_tx.lock().unwrap().send(());
         // Work until the client goes (at most 10 s), then say whether it went.
         let start = Instant::now();
         while !request.gone.is_set() && start.elapsed() < Duration::from_secs(10) {
@@ -280,7 +283,9 @@ fn a_handler_learns_that_its_client_has_gone() {
     client
         .write_all(b"POST /slow HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    started
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the handler started");
     drop(client);
     let noticed = rx
         .recv_timeout(Duration::from_secs(20))
