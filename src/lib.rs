@@ -17,6 +17,7 @@
 use serde_json::{Map, Value};
 
 pub mod approach;
+pub mod bench;
 pub mod chat_agent;
 pub mod comparison;
 pub mod env_source;

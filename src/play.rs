@@ -137,28 +137,18 @@ impl PlayReport {
 /// The report of played episodes in the shape of a policy's [`EvalReport`], to compare with
 /// one (the baseline rows of `eval`).
 pub fn eval_report(episodes: &[PlayedEpisode]) -> EvalReport {
-    let n = episodes.len().max(1) as f64;
-    let successes = episodes.iter().filter(|e| e.success).count();
-    EvalReport {
-        episodes: episodes.len(),
-        success_rate: successes as f64 / n,
-        success_ci95: wilson_interval(successes, episodes.len()),
-        mean_reward: episodes.iter().map(PlayedEpisode::reward).sum::<f64>() / n,
-        mean_turns: episodes
-            .iter()
-            .map(|e| e.trajectory.records.len())
-            .sum::<usize>() as f64
-            / n,
-        env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
-        outcomes: episodes
-            .iter()
-            .map(|e| Outcome {
-                seed: e.seed,
-                task: e.task().map(str::to_owned),
-                success: e.success,
-                reward: e.reward(),
-            })
-            .collect(),
-        ..EvalReport::default()
-    }
+    let outcomes = episodes
+        .iter()
+        .map(|e| Outcome {
+            seed: e.seed,
+            task: e.task().map(str::to_owned),
+            success: e.success,
+            reward: e.reward(),
+        })
+        .collect();
+    EvalReport::of_outcomes(
+        outcomes,
+        episodes.iter().map(|e| e.trajectory.records.len()).sum(),
+        episodes.iter().filter(|e| e.error.is_some()).count(),
+    )
 }

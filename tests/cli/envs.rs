@@ -88,21 +88,19 @@ fn bench_sandbox_reports_its_figures_as_json() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for key in [
-        "step_native_us",
-        "step_wasm_us",
-        "step_ratio_wasm_over_native",
-        "fresh_episode_us",
-        "snapshot_us",
-        "restore_us",
-        "steps_per_s_2_threads",
+    let f: sandgym::bench::sandbox::SandboxReport = serde_json::from_slice(&out.stdout).unwrap();
+    for figure in [
+        f.step_native_us,
+        f.step_wasm_us,
+        f.step_ratio_wasm_over_native,
+        f.fresh_episode_us,
+        f.snapshot_us,
+        f.restore_us,
+        f.steps_per_s_2_threads,
     ] {
-        assert!(
-            figures[key].as_f64().is_some_and(|v| v > 0.0),
-            "{key} in {figures}"
-        );
+        assert!(figure > 0.0, "{f:?}");
     }
+    assert!(f.snapshot_bytes > 0, "{f:?}");
 }
 
 #[test]
@@ -207,31 +205,35 @@ fn bench_envs_compares_native_and_wasm() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figures: sandgym::bench::envs::EnvsReport = serde_json::from_slice(&out.stdout).unwrap();
     for env in ["sql-agent-v0", "customer-service-v0"] {
-        for backend in ["native", "wasm"] {
-            for key in ["query_step_us", "reset_us", "baseline_steps_per_s"] {
-                assert!(
-                    figures[env][backend][key].as_f64().is_some_and(|v| v > 0.0),
-                    "{env} {backend} {key}: {figures}"
-                );
+        let e = &figures.envs[env];
+        for b in [&e.native, &e.wasm] {
+            for figure in [b.query_step_us, b.reset_us, b.baseline_steps_per_s] {
+                assert!(figure > 0.0, "{env}: {e:?}");
             }
         }
+    }
+    for backend in ["native", "wasm"] {
+        let m = &figures.music[backend];
+        assert!(m.join_step_us > 0.0 && m.reset_us > 0.0, "{m:?}");
     }
     // The generated databases: every join, grouping and nested query answers at 200 rows;
     // at 1,000 the correlated subquery (1,000 rows read per customer) passes the row budget
     // and is refused, natively and in WASM alike.
     for (rows, refused) in [(200, ""), (1000, "correlated")] {
-        let case = &figures[format!("sql-agent-v0 synthetic {rows} rows")];
+        let case = &figures.synthetic[&rows];
         for backend in ["native", "wasm"] {
             for (name, ..) in sandgym_env_sql::SYNTHETIC_QUERIES {
-                let key = format!("{name}_ms");
                 assert!(
-                    case[backend][&key].as_f64().is_some_and(|v| v > 0.0),
-                    "{key}: {case}"
+                    case[backend]
+                        .queries_ms
+                        .get(name)
+                        .is_some_and(|&v| v > 0.0),
+                    "{name}: {case:?}"
                 );
             }
-            assert_eq!(case[backend]["refused"], refused, "{rows} rows: {case}");
+            assert_eq!(case[backend].refused, refused, "{rows} rows: {case:?}");
         }
     }
 }
@@ -244,20 +246,18 @@ fn bench_policy_reports_throughput() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for key in [
-        "tokens_per_s_unconstrained",
-        "tokens_per_s_constrained",
-        "fwd_bwd_us_per_token",
-        "fwd_bwd_tokens_per_s",
-        "fwd_bwd_first_pass_tokens_per_s",
+    let figures: sandgym::bench::policy::PolicyReport =
+        serde_json::from_slice(&out.stdout).unwrap();
+    for figure in [
+        figures.tokens_per_s_unconstrained,
+        figures.tokens_per_s_constrained,
+        figures.fwd_bwd_us_per_token,
+        figures.fwd_bwd_tokens_per_s,
+        figures.fwd_bwd_first_pass_tokens_per_s,
     ] {
-        assert!(
-            figures[key].as_f64().is_some_and(|v| v > 0.0),
-            "{key}: {figures}"
-        );
+        assert!(figure > 0.0, "{figures:?}");
     }
-    assert_eq!(figures["batch"], 64);
+    assert_eq!(figures.batch, 64);
 }
 
 /// Episodes recorded with `--out` replay step for step in the sandbox from their seeds

@@ -544,15 +544,15 @@ fn bench_online_measures_the_serving_path_and_the_swap() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for phase in ["proxy_alone", "proxy_while_training"] {
-        assert_eq!(v[phase]["lost_traces"], 0, "{v}");
-        assert!(v[phase]["requests"].as_u64().unwrap() > 100, "{v}");
+    let v: sandgym::bench::online::OnlineReport = serde_json::from_slice(&out.stdout).unwrap();
+    for phase in [&v.proxy_alone, &v.proxy_while_training] {
+        assert_eq!(phase.lost_traces, 0, "{v:?}");
+        assert!(phase.requests > 100, "{v:?}");
     }
-    let swap = &v["update_to_served"];
-    assert_eq!(swap["each_ms"].as_array().unwrap().len(), 2, "{v}");
-    assert!(swap["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
-    assert_eq!(swap["failed_requests"], 0, "{v}");
+    let swap = &v.update_to_served;
+    assert_eq!(swap.each_ms.len(), 2, "{v:?}");
+    assert!(swap.p50_ms > 0.0, "{v:?}");
+    assert_eq!(swap.failed_requests, 0, "{v:?}");
 }
 
 #[test]
@@ -566,14 +566,14 @@ fn bench_serve_measures_a_short_request_behind_a_long_batch() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for key in [
-        "short_solo_p50_ms",
-        "short_behind_long_p50_ms",
-        "long_p50_ms",
+    let v: sandgym::bench::serve::ServeReport = serde_json::from_slice(&out.stdout).unwrap();
+    for figure in [
+        v.short_solo_p50_ms,
+        v.short_behind_long_p50_ms,
+        v.long_p50_ms,
     ] {
-        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+        assert!(figure > 0.0, "{v:?}");
     }
-    assert!(v["ratio_p50"].as_f64().unwrap() > 0.0, "{v}");
-    assert!(v["long_tokens_mean"].as_f64().unwrap() >= 1.0, "{v}");
+    assert!(v.ratio_p50 > 0.0, "{v:?}");
+    assert!(v.long_tokens_mean >= 1.0, "{v:?}");
 }

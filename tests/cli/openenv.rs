@@ -189,30 +189,32 @@ fn bench_env_server_holds_its_sessions_and_measures_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: sandgym::bench::env_server::EnvServerReport =
+        serde_json::from_slice(&out.stdout).unwrap();
     for (env, cases) in [
         ("guess-number-v0", &["ws_1", "http_1", "http_16"][..]),
         ("sql-agent-v0", &["ws_1", "ws_16", "http_1"][..]),
     ] {
         for case in cases {
-            let f = &v[env][case];
-            assert_eq!(f["sessions_held"], f["sessions"], "{env} {case}: {f}");
-            assert!(f["steps"].as_u64().unwrap() > 0, "{env} {case}: {f}");
-            let (p50, p99) = (f["p50_ms"].as_f64().unwrap(), f["p99_ms"].as_f64().unwrap());
-            assert!(p50 > 0.0 && p99 >= p50, "{env} {case}: {f}");
+            let f = &v[env][*case];
+            assert_eq!(f.sessions_held, f.sessions, "{env} {case}: {f:?}");
+            assert!(f.steps > 0, "{env} {case}: {f:?}");
             assert!(
-                f["first_p99_ms"].as_f64().unwrap() > 0.0,
-                "{env} {case}: {f}"
+                f.p50_ms > 0.0 && f.p99_ms >= f.p50_ms,
+                "{env} {case}: {f:?}"
             );
+            assert!(f.first_p99_ms > 0.0, "{env} {case}: {f:?}");
             // HTTP clients have no warm-up: each starts on the clock.
-            let warmup = f["warmup_s"].as_f64().unwrap();
-            assert!(warmup >= 0.0, "{env} {case}: {f}");
-            assert!(case.starts_with("ws") || warmup == 0.0, "{env} {case}: {f}");
+            assert!(f.warmup_s >= 0.0, "{env} {case}: {f:?}");
+            assert!(
+                case.starts_with("ws") || f.warmup_s == 0.0,
+                "{env} {case}: {f:?}"
+            );
         }
     }
     assert!(
-        v["guess-number-v0"]["ws_64"].is_null(),
-        "--max-sessions leaves it out: {v}"
+        !v["guess-number-v0"].contains_key("ws_64"),
+        "--max-sessions leaves it out: {v:?}"
     );
 
     // A soak plays exactly the episodes asked for and samples the resident memory.
@@ -222,11 +224,12 @@ fn bench_env_server_holds_its_sessions_and_measures_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: std::collections::BTreeMap<String, sandgym::bench::env_server::SoakReport> =
+        serde_json::from_slice(&out.stdout).unwrap();
     for env in ["guess-number-v0", "sql-agent-v0"] {
-        assert_eq!(v[env]["episodes"], 300, "{v}");
-        assert_eq!(v[env]["sessions_held"], 64, "{v}");
-        assert!(!v[env]["rss_mb"].as_array().unwrap().is_empty(), "{v}");
+        assert_eq!(v[env].episodes, 300, "{v:?}");
+        assert_eq!(v[env].sessions_held, 64, "{v:?}");
+        assert!(!v[env].rss_mb.is_empty(), "{v:?}");
     }
 }
 

@@ -164,15 +164,15 @@ fn bench_proxy_reports_added_latency_and_loses_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: sandgym::bench::proxy::ProxyReport = serde_json::from_slice(&out.stdout).unwrap();
     // Each side's latencies are real measurements: positive, and p99 at least p50. (The
     // added latency is their difference, which noise may push below zero.)
-    for side in ["direct", "proxied"] {
-        let p50 = v[format!("{side}_p50_ms")].as_f64().unwrap();
-        let p99 = v[format!("{side}_p99_ms")].as_f64().unwrap();
-        assert!(p50 > 0.0 && p99 >= p50, "{side}: {v}");
+    for (side, p50, p99) in [
+        ("direct", v.direct_p50_ms, v.direct_p99_ms),
+        ("proxied", v.proxied_p50_ms, v.proxied_p99_ms),
+    ] {
+        assert!(p50 > 0.0 && p99 >= p50, "{side}: {v:?}");
     }
-    assert!(v["p50_ms"].is_number() && v["p99_ms"].is_number(), "{v}");
-    assert!(v["requests_per_s"].as_f64().unwrap() > 100.0, "{v}");
-    assert_eq!(v["lost_traces"], 0, "{v}");
+    assert!(v.requests_per_s > 100.0, "{v:?}");
+    assert_eq!(v.lost_traces, 0, "{v:?}");
 }

@@ -253,15 +253,9 @@ fn train_killed_at_random_moments_resumes_to_a_whole_run() {
     let out = sandgym(&["bench", "crash", "--trials", "2", "--seed", "7", "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["trials"], 2, "{report}");
-    assert_eq!(report["whole_after"], 2, "{report}\n{stderr}");
-    assert_eq!(report["failures"], serde_json::json!([]), "{report}");
-    let killed: u64 = report["killed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
-    assert_eq!(killed, 2, "{report}");
+    let report: sandgym::bench::crash::CrashReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.trials, 2, "{report:?}");
+    assert_eq!(report.whole_after, 2, "{report:?}\n{stderr}");
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(report.killed.values().sum::<usize>(), 2, "{report:?}");
 }

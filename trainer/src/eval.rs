@@ -43,36 +43,50 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    /// The report of episodes that came out as `outcomes` (success rate, its interval and the
+    /// mean reward are theirs), with `turns` turns in all and `env_errors` ended by the env.
+    pub fn of_outcomes(outcomes: Vec<crate::Outcome>, turns: usize, env_errors: usize) -> Self {
+        let n = outcomes.len().max(1) as f64;
+        let successes = outcomes.iter().filter(|o| o.success).count();
+        Self {
+            episodes: outcomes.len(),
+            success_rate: successes as f64 / n,
+            success_ci95: wilson_interval(successes, outcomes.len()),
+            mean_reward: outcomes.iter().map(|o| o.reward).sum::<f64>() / n,
+            mean_turns: turns as f64 / n,
+            env_errors,
+            outcomes,
+            ..Self::default()
+        }
+    }
+
     /// The report of a set of finished episodes.
     pub fn from_episodes(episodes: &[Episode]) -> Self {
-        let n = episodes.len().max(1) as f64;
-        let successes = episodes.iter().filter(|e| e.success).count();
+        let outcomes = episodes
+            .iter()
+            .map(|e| crate::Outcome {
+                seed: e.seed,
+                task: e.task.clone(),
+                success: e.success,
+                reward: e.total_reward(),
+            })
+            .collect();
+        let too_long: Vec<&Episode> = episodes
+            .iter()
+            .filter(|e| e.out_of_context && e.turns.is_empty())
+            .collect();
         Self {
-            episodes: episodes.len(),
-            success_rate: successes as f64 / n,
-            success_ci95: wilson_interval(successes, episodes.len()),
-            mean_reward: episodes.iter().map(Episode::total_reward).sum::<f64>() / n,
-            mean_turns: episodes.iter().map(|e| e.turns.len()).sum::<usize>() as f64 / n,
-            env_errors: episodes.iter().filter(|e| e.error.is_some()).count(),
             out_of_context: episodes.iter().filter(|e| e.out_of_context).count(),
-            prompt_too_long: episodes
+            prompt_too_long: too_long.len(),
+            prompt_too_long_tasks: too_long
                 .iter()
-                .filter(|e| e.out_of_context && e.turns.is_empty())
-                .count(),
-            prompt_too_long_tasks: episodes
-                .iter()
-                .filter(|e| e.out_of_context && e.turns.is_empty())
                 .map(|e| e.task.clone().unwrap_or_else(|| format!("seed {}", e.seed)))
                 .collect(),
-            outcomes: episodes
-                .iter()
-                .map(|e| crate::Outcome {
-                    seed: e.seed,
-                    task: e.task.clone(),
-                    success: e.success,
-                    reward: e.total_reward(),
-                })
-                .collect(),
+            ..Self::of_outcomes(
+                outcomes,
+                episodes.iter().map(|e| e.turns.len()).sum(),
+                episodes.iter().filter(|e| e.error.is_some()).count(),
+            )
         }
     }
 }

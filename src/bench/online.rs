@@ -1,4 +1,4 @@
-//! `sandgym bench online`: the serving side of learning while serving.
+//! `sandgym bench online`: the serving side of learning while serving ([`OnlineReport`]).
 //!
 //! 1. The recording proxy's throughput and latency against a canned upstream at `--rate`,
 //!    alone and then while a training run (`sandgym train`, another process) uses the same
@@ -14,13 +14,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandgym::ModelSource;
-use sandgym::approach::percentile;
-use sandgym::policy::Cpu;
-use sandgym::proxy::published::{self, Manifest};
-use sandgym::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig};
-use sandgym::training::{ModelChoice, initial_policy};
-use serde_json::{Map, Value, json};
+use crate::ModelSource;
+use crate::approach::percentile;
+use crate::policy::Cpu;
+use crate::proxy::published::{self, Manifest};
+use crate::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig};
+use crate::training::{ModelChoice, initial_policy};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::proxy::ProxyReport;
 
 /// A training run in another process, killed when dropped.
 struct Learning(Child);
@@ -32,15 +35,15 @@ impl Drop for Learning {
     }
 }
 
-/// Starts `sandgym train` on guess-number with the tiny model (iterations without end) in
-/// `dir`.
-fn learning(dir: &Path) -> anyhow::Result<Learning> {
+/// Starts `sandgym train` (the `sandgym` binary at `program`) on guess-number with the tiny
+/// model (iterations without end) in `dir`.
+fn learning(program: &Path, dir: &Path) -> anyhow::Result<Learning> {
     let config = dir.join("learner.json");
     std::fs::write(
         &config,
         r#"{"rollout": {"tasks_per_iter": 8, "group_size": 4}, "sft": {"episodes": 64}}"#,
     )?;
-    let child = Command::new(std::env::current_exe()?)
+    let child = Command::new(program)
         .args(["train", "--env", "guess-number-v0", "--model", "tiny"])
         .args(["--iters", "100000", "--eval-episodes", "0", "--out"])
         .arg(dir.join("learner-run"))
@@ -62,12 +65,48 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
-fn ms(us: u64) -> Value {
-    json!((us as f64 / 10.0).round() / 100.0)
+fn ms(us: u64) -> f64 {
+    (us as f64 / 10.0).round() / 100.0
+}
+
+/// What `bench online` measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnlineReport {
+    /// The proxy alone.
+    pub proxy_alone: ProxyReport,
+    /// The proxy while a training run uses the same cores.
+    pub proxy_while_training: ProxyReport,
+    /// The cores' worth of CPU the training run got meanwhile (Linux).
+    pub learner_cores: Option<f64>,
+    /// From a published version to its first answer.
+    pub update_to_served: SwapReport,
+}
+
+/// Update-to-served: each round publishes a version and times until an answer names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwapReport {
+    /// The model published.
+    pub model: ModelSource,
+    /// Rounds.
+    pub rounds: usize,
+    /// Median (ms).
+    pub p50_ms: f64,
+    /// Slowest (ms).
+    pub max_ms: f64,
+    /// Each round (ms).
+    pub each_ms: Vec<f64>,
+    /// Writing a version, median (ms).
+    pub publish_p50_ms: f64,
+    /// Answers the client got meanwhile.
+    pub answers_during: usize,
+    /// Requests that failed meanwhile (0: a swap drops nothing).
+    pub failed_requests: usize,
 }
 
 /// The update-to-served rounds: `rounds` versions of `model`, each published and waited for.
-fn swap_rounds(model: &ModelSource, rounds: usize) -> anyhow::Result<Map<String, Value>> {
+fn swap_rounds(model: &ModelSource, rounds: usize) -> anyhow::Result<SwapReport> {
     let dir = std::env::temp_dir().join(format!("sandgym-bench-swap-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let choice = ModelChoice {
@@ -156,57 +195,52 @@ fn swap_rounds(model: &ModelSource, rounds: usize) -> anyhow::Result<Map<String,
     let _ = std::fs::remove_dir_all(&dir);
     let mut sorted = served_us.clone();
     sorted.sort_unstable();
-    let mut m = Map::new();
-    m.insert("model".into(), json!(model));
-    m.insert("rounds".into(), json!(rounds));
-    m.insert("p50_ms".into(), ms(percentile(&sorted, 0.5)));
-    m.insert("max_ms".into(), ms(*sorted.last().unwrap_or(&0)));
-    m.insert(
-        "each_ms".into(),
-        Value::Array(served_us.iter().map(|&u| ms(u)).collect()),
-    );
     publish_us.sort_unstable();
-    m.insert("publish_p50_ms".into(), ms(percentile(&publish_us, 0.5)));
-    m.insert("answers_during".into(), json!(answered));
-    m.insert("failed_requests".into(), json!(failed));
-    Ok(m)
+    Ok(SwapReport {
+        model: model.clone(),
+        rounds,
+        p50_ms: ms(percentile(&sorted, 0.5)),
+        max_ms: ms(*sorted.last().unwrap_or(&0)),
+        each_ms: served_us.iter().map(|&u| ms(u)).collect(),
+        publish_p50_ms: ms(percentile(&publish_us, 0.5)),
+        answers_during: answered,
+        failed_requests: failed,
+    })
 }
 
 /// Runs the benchmark: `budget` per proxy phase at `rate` requests/s, `rounds` swaps of
-/// `model`.
+/// `model`; the training run is the `sandgym` binary at `program`.
 pub fn run(
+    program: &Path,
     budget: Duration,
     rate: f64,
     model: &ModelSource,
     rounds: usize,
-) -> anyhow::Result<Map<String, Value>> {
+) -> anyhow::Result<OnlineReport> {
     let dir = std::env::temp_dir().join(format!("sandgym-bench-online-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let mut m = Map::new();
-    m.insert(
-        "proxy_alone".into(),
-        Value::Object(super::proxy::run(budget, rate)?),
-    );
-    let learner = learning(&dir)?;
+    let proxy_alone = super::proxy::run(budget, rate)?;
+    let learner = learning(program, &dir)?;
     // Let the training run start (its SFT warm-start already keeps the cores busy).
     std::thread::sleep(Duration::from_secs(3));
     let cpu_before = cpu_seconds(learner.0.id());
     let clock = Instant::now();
-    let mut busy = super::proxy::run(budget, rate)?;
-    if let (Some(before), Some(after)) = (cpu_before, cpu_seconds(learner.0.id())) {
-        // How much CPU the learner got meanwhile (2.0 = two cores' worth).
-        busy.insert(
-            "learner_cores".into(),
-            json!(((after - before) / clock.elapsed().as_secs_f64() * 100.0).round() / 100.0),
-        );
-    }
+    let proxy_while_training = super::proxy::run(budget, rate)?;
+    // How much CPU the learner got meanwhile (2.0 = two cores' worth).
+    let learner_cores = match (cpu_before, cpu_seconds(learner.0.id())) {
+        (Some(before), Some(after)) => {
+            Some(((after - before) / clock.elapsed().as_secs_f64() * 100.0).round() / 100.0)
+        }
+        _ => None,
+    };
     drop(learner);
-    m.insert("proxy_while_training".into(), Value::Object(busy));
-    m.insert(
-        "update_to_served".into(),
-        Value::Object(swap_rounds(model, rounds)?),
-    );
+    let update_to_served = swap_rounds(model, rounds)?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(m)
+    Ok(OnlineReport {
+        proxy_alone,
+        proxy_while_training,
+        learner_cores,
+        update_to_served,
+    })
 }

@@ -2,15 +2,17 @@
 //! warm-start, an iteration, an evaluation or a checkpoint write — then resumed (or, killed
 //! before its first checkpoint, started again into the same directory), trial after trial.
 //! Each trial must end with a whole run: every iteration logged exactly once and in order,
-//! the last checkpoint at the last iteration, every episode log readable.
+//! the last checkpoint at the last iteration, every episode log readable ([`CrashReport`]).
 
-use sandgym::trainer::{EpisodeKind, RunDir, episode_log_path};
+use crate::trainer::{EpisodeKind, RunDir, episode_log_path};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sandgym::env_api::SplitMix64;
-use serde_json::{Map, Value, json};
+use crate::env_api::SplitMix64;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 const ITERS: u32 = 4;
 
@@ -22,7 +24,7 @@ fn train_args(out: &Path, config: &Path) -> Vec<String> {
         "--env",
         "guess-number-v0",
         "--model",
-        sandgym::ModelSource::TINY,
+        crate::ModelSource::TINY,
         "--iters",
         &ITERS.to_string(),
         "--config",
@@ -37,8 +39,8 @@ fn train_args(out: &Path, config: &Path) -> Vec<String> {
     .collect()
 }
 
-fn sandgym(args: &[String]) -> std::io::Result<std::process::Child> {
-    Command::new(std::env::current_exe()?)
+fn sandgym(program: &Path, args: &[String]) -> std::io::Result<std::process::Child> {
+    Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -47,8 +49,8 @@ fn sandgym(args: &[String]) -> std::io::Result<std::process::Child> {
 }
 
 /// Runs to the end; the error is its stderr's last line.
-fn finish(args: &[String]) -> Result<(), String> {
-    let out = sandgym(args)
+fn finish(program: &Path, args: &[String]) -> Result<(), String> {
+    let out = sandgym(program, args)
         .and_then(|c| c.wait_with_output())
         .map_err(|e| e.to_string())?;
     if out.status.success() {
@@ -103,15 +105,16 @@ fn whole(out: &Path) -> Result<(), String> {
         let log = episode_log_path(out, EpisodeKind::Train, i);
         let text = std::fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         for (n, line) in text.lines().enumerate() {
-            serde_json::from_str::<sandgym::trainer::EpisodeLog>(line)
+            serde_json::from_str::<crate::trainer::EpisodeLog>(line)
                 .map_err(|e| format!("{} line {}: {e}", log.display(), n + 1))?;
         }
     }
     Ok(())
 }
 
-/// `trials` kill-and-resume trials in a temporary directory, the kill times drawn from `seed`.
-pub fn run(trials: usize, seed: u64) -> anyhow::Result<Map<String, Value>> {
+/// `trials` kill-and-resume trials of the `sandgym` binary at `program` in a temporary
+/// directory, the kill times drawn from `seed`.
+pub fn run(program: &Path, trials: usize, seed: u64) -> anyhow::Result<CrashReport> {
     let dir: PathBuf =
         std::env::temp_dir().join(format!("sandgym-bench-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -125,32 +128,34 @@ pub fn run(trials: usize, seed: u64) -> anyhow::Result<Map<String, Value>> {
     // An uninterrupted run: how long a whole run takes, the range kills are drawn from.
     let reference = dir.join("reference");
     let clock = Instant::now();
-    finish(&train_args(&reference, &config))
+    finish(program, &train_args(&reference, &config))
         .map_err(|e| anyhow::anyhow!("the reference run failed: {e}"))?;
     let full = clock.elapsed();
     whole(&reference).map_err(|e| anyhow::anyhow!("the reference run is not whole: {e}"))?;
     let mut rng = SplitMix64::new(seed);
-    let mut stages: Map<String, Value> = Map::new();
+    let mut stages: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     let (mut resumed, mut restarted) = (0, 0);
     for trial in 0..trials {
         let out = dir.join(format!("trial-{trial}"));
         let args = train_args(&out, &config);
         let at = Duration::from_secs_f64(full.as_secs_f64() * (rng.below(1000) as f64 / 1000.0));
-        let mut child = sandgym(&args)?;
+        let mut child = sandgym(program, &args)?;
         std::thread::sleep(at);
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let landed = stage(&out);
-        let seen = stages.get(&landed).and_then(Value::as_u64).unwrap_or(0);
-        stages.insert(landed.clone(), json!(seen + 1));
+        *stages.entry(landed.clone()).or_default() += 1;
         let can_resume = landed.starts_with("after") || landed == "in a checkpoint swap";
         let result = if can_resume {
             resumed += 1;
-            finish(&["train".into(), "--resume".into(), out.display().to_string()])
+            finish(
+                program,
+                &["train".into(), "--resume".into(), out.display().to_string()],
+            )
         } else {
             restarted += 1;
-            finish(&args)
+            finish(program, &args)
         }
         .and_then(|()| whole(&out));
         match result {
@@ -163,19 +168,58 @@ pub fn run(trials: usize, seed: u64) -> anyhow::Result<Map<String, Value>> {
                     "trial {trial}: killed at {:.1} s ({landed}): {e}",
                     at.as_secs_f64()
                 );
-                failures.push(json!({"trial": trial, "killed_at_s": at.as_secs_f64(), "stage": landed, "error": e}));
+                failures.push(CrashFailure {
+                    trial,
+                    killed_at_s: at.as_secs_f64(),
+                    stage: landed,
+                    error: e,
+                });
             }
         }
         let _ = std::fs::remove_dir_all(&out);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let mut m = Map::new();
-    m.insert("trials".into(), json!(trials));
-    m.insert("whole_run_s".into(), json!(full.as_secs_f64()));
-    m.insert("resumed".into(), json!(resumed));
-    m.insert("restarted".into(), json!(restarted));
-    m.insert("killed".into(), Value::Object(stages));
-    m.insert("whole_after".into(), json!(trials - failures.len()));
-    m.insert("failures".into(), Value::Array(failures));
-    Ok(m)
+    Ok(CrashReport {
+        trials,
+        whole_run_s: full.as_secs_f64(),
+        resumed,
+        restarted,
+        killed: stages,
+        whole_after: trials - failures.len(),
+        failures,
+    })
+}
+
+/// What `bench crash` found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrashReport {
+    /// Trials made.
+    pub trials: usize,
+    /// Seconds an uninterrupted run takes (kills are drawn from it).
+    pub whole_run_s: f64,
+    /// Trials resumed from a checkpoint.
+    pub resumed: usize,
+    /// Trials started again (killed before a checkpoint).
+    pub restarted: usize,
+    /// Where the kills landed, with how many.
+    pub killed: BTreeMap<String, usize>,
+    /// Trials that ended with a whole run.
+    pub whole_after: usize,
+    /// Those that did not.
+    pub failures: Vec<CrashFailure>,
+}
+
+/// A trial that did not end whole.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrashFailure {
+    /// Which.
+    pub trial: usize,
+    /// When it was killed.
+    pub killed_at_s: f64,
+    /// Where the kill landed.
+    pub stage: String,
+    /// What was wrong after.
+    pub error: String,
 }

@@ -1,4 +1,5 @@
-//! `sandgym bench proxy`: the recording proxy's added latency against a fast upstream.
+//! `sandgym bench proxy`: the recording proxy's added latency against a fast upstream
+//! ([`ProxyReport`]).
 //!
 //! A canned-answer upstream runs in this process; client threads send chat completions at a
 //! fixed total rate, first straight to the upstream, then through the proxy (which records
@@ -8,10 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use sandgym::approach::percentile;
-use sandgym::proxy::http;
-use sandgym::proxy::{Proxy, ProxyConfig, TraceStore};
-use serde_json::{Map, Value, json};
+use crate::approach::percentile;
+use crate::proxy::http;
+use crate::proxy::{Proxy, ProxyConfig, TraceStore};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 const CLIENTS: usize = 8;
 
@@ -90,12 +92,42 @@ fn load(
     Ok((all, rps))
 }
 
-fn ms(us: i64) -> Value {
-    json!(us as f64 / 1000.0)
+fn ms(us: i64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// What `bench proxy` measured: latencies in milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyReport {
+    /// What the proxy adds at the median (proxied minus direct).
+    pub p50_ms: f64,
+    /// What it adds at the 99th percentile.
+    pub p99_ms: f64,
+    /// Requests per second reached through the proxy.
+    pub requests_per_s: f64,
+    /// The rate asked for.
+    pub target_requests_per_s: f64,
+    /// Requests sent through the proxy.
+    pub requests: usize,
+    /// Straight to the upstream, median.
+    pub direct_p50_ms: f64,
+    /// Straight to the upstream, 99th percentile.
+    pub direct_p99_ms: f64,
+    /// Through the proxy, median.
+    pub proxied_p50_ms: f64,
+    /// Through the proxy, 99th percentile.
+    pub proxied_p99_ms: f64,
+    /// The proxy's own view (answer ready minus upstream time), median.
+    pub proxy_own_p50_ms: f64,
+    /// The same, 99th percentile.
+    pub proxy_own_p99_ms: f64,
+    /// Answered calls missing from the store (0 when nothing is lost).
+    pub lost_traces: i64,
 }
 
 /// Runs the benchmark for `budget` per phase at `rate` requests/s.
-pub fn run(budget: Duration, rate: f64) -> anyhow::Result<Map<String, Value>> {
+pub fn run(budget: Duration, rate: f64) -> anyhow::Result<ProxyReport> {
     let answer = canned();
     let upstream = http::Server::start("127.0.0.1:0", move |_| {
         http::Response::bytes(200, answer.clone())
@@ -129,21 +161,18 @@ pub fn run(budget: Duration, rate: f64) -> anyhow::Result<Map<String, Value>> {
     let own = store.added_latencies_us()?;
     let _ = std::fs::remove_dir_all(&dir);
     let added = |q: f64| percentile(&via, q) as i64 - percentile(&direct, q) as i64;
-    let mut m = Map::new();
-    m.insert("p50_ms".into(), ms(added(0.5)));
-    m.insert("p99_ms".into(), ms(added(0.99)));
-    m.insert("requests_per_s".into(), json!(rps.round()));
-    m.insert("target_requests_per_s".into(), json!(rate));
-    m.insert("requests".into(), json!(via.len()));
-    m.insert("direct_p50_ms".into(), ms(percentile(&direct, 0.5) as i64));
-    m.insert("direct_p99_ms".into(), ms(percentile(&direct, 0.99) as i64));
-    m.insert("proxied_p50_ms".into(), ms(percentile(&via, 0.5) as i64));
-    m.insert("proxied_p99_ms".into(), ms(percentile(&via, 0.99) as i64));
-    m.insert("proxy_own_p50_ms".into(), ms(percentile(&own, 0.5) as i64));
-    m.insert("proxy_own_p99_ms".into(), ms(percentile(&own, 0.99) as i64));
-    m.insert(
-        "lost_traces".into(),
-        json!(via.len() as i64 - (recorded as i64 - warm as i64)),
-    );
-    Ok(m)
+    Ok(ProxyReport {
+        p50_ms: ms(added(0.5)),
+        p99_ms: ms(added(0.99)),
+        requests_per_s: rps.round(),
+        target_requests_per_s: rate,
+        requests: via.len(),
+        direct_p50_ms: ms(percentile(&direct, 0.5) as i64),
+        direct_p99_ms: ms(percentile(&direct, 0.99) as i64),
+        proxied_p50_ms: ms(percentile(&via, 0.5) as i64),
+        proxied_p99_ms: ms(percentile(&via, 0.99) as i64),
+        proxy_own_p50_ms: ms(percentile(&own, 0.5) as i64),
+        proxy_own_p99_ms: ms(percentile(&own, 0.99) as i64),
+        lost_traces: via.len() as i64 - (recorded as i64 - warm as i64),
+    })
 }

@@ -2,14 +2,16 @@
 //! requests/s and round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent
 //! at growing numbers of concurrent sessions, each session a sandboxed env instance.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use sandgym::openenv::load::{LoadConfig, LoadReport, run_http, run_ws};
-use sandgym::openenv::{EnvFactory, EnvServer, ServeConfig};
-use sandgym::sandbox::{Sandbox, SandboxConfig};
+use crate::openenv::load::{LoadConfig, LoadReport, run_http, run_ws};
+use crate::openenv::{EnvFactory, EnvServer, ServeConfig};
+use crate::sandbox::{Sandbox, SandboxConfig};
 
 /// One env's load cases.
 struct Case {
@@ -45,7 +47,7 @@ const CASES: &[Case] = &[
 /// Besides the closed-loop cases (each session sends its next request when the answer
 /// comes), the largest WebSocket case of each env runs open loop at `rate` requests/s in all
 /// (`ws_N_at_R`), the figure to set next to a published one at a given load.
-pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<Map<String, Value>> {
+pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<EnvServerReport> {
     if !(rate.is_finite() && rate > 0.0) {
         anyhow::bail!("--rate must be a positive number of requests per second");
     }
@@ -57,7 +59,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
         .max()
         .unwrap_or(1);
     let sandbox = sandbox_for(most)?;
-    let mut out = Map::new();
+    let mut out = EnvServerReport::new();
     for &Case {
         env,
         action,
@@ -77,7 +79,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
             interval,
             episodes: None,
         };
-        let mut figures = Map::new();
+        let mut figures = BTreeMap::new();
         let ws: Vec<usize> = ws_sessions
             .iter()
             .copied()
@@ -96,7 +98,7 @@ pub fn run(budget: Duration, sessions_cap: usize, rate: f64) -> anyhow::Result<M
         for &n in http_clients.iter().filter(|&&n| n <= sessions_cap) {
             figures.insert(format!("http_{n}"), figure(&run_http(&config(n, None))?));
         }
-        out.insert(env.into(), Value::Object(figures));
+        out.insert(env.into(), figures);
     }
     Ok(out)
 }
@@ -112,11 +114,11 @@ fn sandbox_for(sessions: usize) -> anyhow::Result<Sandbox> {
 /// An in-process server on loopback of the bundled `env`, sandboxed in `sandbox`, holding up
 /// to `sessions` sessions.
 fn serve(sandbox: &Sandbox, env: &str, sessions: usize) -> anyhow::Result<EnvServer> {
-    let guest = sandgym::bundled_guest(env)
+    let guest = crate::bundled_guest(env)
         .ok_or_else(|| anyhow::anyhow!("{env} has no WebAssembly build"))?;
     let guest = sandbox.load(guest.wasm)?;
     let factory: EnvFactory =
-        Arc::new(move || Ok(Box::new(guest.instantiate(&Map::new())?) as sandgym::env_api::BoxEnv));
+        Arc::new(move || Ok(Box::new(guest.instantiate(&Map::new())?) as crate::env_api::BoxEnv));
     Ok(EnvServer::start(
         factory,
         ServeConfig {
@@ -125,36 +127,82 @@ fn serve(sandbox: &Sandbox, env: &str, sessions: usize) -> anyhow::Result<EnvSer
             idle_timeout: Duration::from_secs(600),
             max_message_bytes: 1 << 20,
             first_seed: 0,
-            env_threads: sandgym::openenv::default_env_threads(),
+            env_threads: crate::openenv::default_env_threads(),
         },
     )?)
 }
 
-fn figure(r: &LoadReport) -> Value {
+/// Each env's cases, by name (`ws_N`: N WebSocket sessions; `ws_N_at_R`: the same, open loop
+/// at R requests/s; `http_N`: N HTTP clients).
+pub type EnvServerReport = BTreeMap<String, BTreeMap<String, ServerCase>>;
+
+/// One case of `bench env-server`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerCase {
+    /// Sessions asked for.
+    pub sessions: usize,
+    /// Sessions the server held.
+    pub sessions_held: usize,
+    /// Requests per second.
+    pub requests_per_s: f64,
+    /// Env steps taken.
+    pub steps: usize,
+    /// Round trip, median (ms).
+    pub p50_ms: f64,
+    /// Round trip, 99th percentile (ms).
+    pub p99_ms: f64,
+    /// The first requests' 99th percentile (ms: sessions opening).
+    pub first_p99_ms: f64,
+    /// Seconds until every session had answered once.
+    pub warmup_s: f64,
+    /// Sessions that failed, by error, with how many.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub session_errors: Vec<(String, usize)>,
+}
+
+fn figure(r: &LoadReport) -> ServerCase {
     let round = |x: f64, places: i32| {
         let k = 10f64.powi(places);
         (x * k).round() / k
     };
-    let mut v = json!({
-        "sessions": r.sessions,
-        "sessions_held": r.sessions_held,
-        "requests_per_s": round(r.requests_per_s, 0),
-        "steps": r.steps,
-        "p50_ms": round(r.p50_ms, 3),
-        "p99_ms": round(r.p99_ms, 3),
-        "first_p99_ms": round(r.first_p99_ms, 3),
-        "warmup_s": round(r.warmup_s, 3),
-    });
-    if !r.session_errors.is_empty() {
-        v["session_errors"] = json!(r.session_errors);
+    ServerCase {
+        sessions: r.sessions,
+        sessions_held: r.sessions_held,
+        requests_per_s: round(r.requests_per_s, 0),
+        steps: r.steps,
+        p50_ms: round(r.p50_ms, 3),
+        p99_ms: round(r.p99_ms, 3),
+        first_p99_ms: round(r.first_p99_ms, 3),
+        warmup_s: round(r.warmup_s, 3),
+        session_errors: r.session_errors.clone(),
     }
-    v
+}
+
+/// A soak of one env ([`soak`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoakReport {
+    /// Episodes played.
+    pub episodes: usize,
+    /// Sessions the server held.
+    pub sessions_held: usize,
+    /// Seconds it took.
+    pub wall_s: f64,
+    /// Resident memory, sampled every half second (MB).
+    pub rss_mb: Vec<f64>,
+    /// Growth from the end of the warm-up to the end (%).
+    pub rss_growth_after_warmup_pct: Option<f64>,
+    /// Threads and open files after the warm-up.
+    pub threads_and_fds_after_warmup: Option<(Option<u64>, Option<usize>)>,
+    /// Threads and open files at the end.
+    pub threads_and_fds_at_end: Option<(Option<u64>, Option<usize>)>,
 }
 
 /// A soak: `episodes` episodes of each env over 64 WebSocket sessions against an in-process
 /// server, the process's resident memory sampled every half second. Reports the samples and
 /// the growth from the end of the warm-up (the first tenth of the samples) to the end.
-pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
+pub fn soak(episodes: usize) -> anyhow::Result<BTreeMap<String, SoakReport>> {
     const SESSIONS: usize = 64;
     let support = Case {
         env: "customer-service-v0",
@@ -164,7 +212,7 @@ pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
         http_clients: &[],
     };
     let sandbox = sandbox_for(SESSIONS)?;
-    let mut out = Map::new();
+    let mut out = BTreeMap::new();
     for case in CASES.iter().chain([&support]) {
         let server = serve(&sandbox, case.env, SESSIONS)?;
         let config = LoadConfig {
@@ -201,19 +249,20 @@ pub fn soak(episodes: usize) -> anyhow::Result<Map<String, Value>> {
         };
         // Threads and open files after warm-up and at the end, with every session live: a
         // leak per episode or per session would show as growth.
-        let after_warmup = samples.get(warm).map(|&(_, t, f)| json!([t, f]));
-        let at_end = samples.last().map(|&(_, t, f)| json!([t, f]));
         out.insert(
             case.env.into(),
-            json!({
-                "episodes": report.episodes,
-                "sessions_held": report.sessions_held,
-                "wall_s": (report.wall_s * 10.0).round() / 10.0,
-                "rss_mb": samples.iter().map(|x| (x.0 * 10.0).round() / 10.0).collect::<Vec<_>>(),
-                "rss_growth_after_warmup_pct": growth.map(|g| (g * 10.0).round() / 10.0),
-                "threads_and_fds_after_warmup": after_warmup,
-                "threads_and_fds_at_end": at_end,
-            }),
+            SoakReport {
+                episodes: report.episodes,
+                sessions_held: report.sessions_held,
+                wall_s: (report.wall_s * 10.0).round() / 10.0,
+                rss_mb: samples
+                    .iter()
+                    .map(|x| (x.0 * 10.0).round() / 10.0)
+                    .collect(),
+                rss_growth_after_warmup_pct: growth.map(|g| (g * 10.0).round() / 10.0),
+                threads_and_fds_after_warmup: samples.get(warm).map(|&(_, t, f)| (t, f)),
+                threads_and_fds_at_end: samples.last().map(|&(_, t, f)| (t, f)),
+            },
         );
     }
     Ok(out)

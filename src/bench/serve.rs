@@ -4,12 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use sandgym::ModelSource;
-use sandgym::approach::percentile;
-use sandgym::policy::Cpu;
-use sandgym::proxy::{PolicyServer, ServerConfig};
-use sandgym::training::{ModelChoice, initial_policy};
-use serde_json::{Map, Value, json};
+use crate::ModelSource;
+use crate::approach::percentile;
+use crate::policy::Cpu;
+use crate::proxy::{PolicyServer, ServerConfig};
+use crate::training::{ModelChoice, initial_policy};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 fn body(max_tokens: u32) -> String {
     json!({"messages": [{"role": "user", "content": "Say something."}],
@@ -31,8 +32,35 @@ fn call(agent: &ureq::Agent, url: &str, body: &str) -> anyhow::Result<(u64, u64)
     Ok((took, tokens))
 }
 
-fn ms(us: u64) -> Value {
-    json!((us as f64 / 10.0).round() / 100.0)
+fn ms(us: u64) -> f64 {
+    (us as f64 / 10.0).round() / 100.0
+}
+
+/// What `bench serve` measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeReport {
+    /// The model served.
+    pub model: ModelSource,
+    /// Rounds measured.
+    pub rounds: usize,
+    /// Long requests per round.
+    pub long_requests: usize,
+    /// Their token budget.
+    pub long_max_tokens: u32,
+    /// The short request alone, median (ms).
+    pub short_solo_p50_ms: f64,
+    /// The short request while the long ones generate, median (ms).
+    pub short_behind_long_p50_ms: f64,
+    /// The same, slowest (ms).
+    pub short_behind_long_max_ms: f64,
+    /// Behind-long over solo, at the median.
+    pub ratio_p50: f64,
+    /// The long requests, median (ms).
+    pub long_p50_ms: f64,
+    /// Tokens the long requests made, mean (the short one was behind them only if they
+    /// outlasted it).
+    pub long_tokens_mean: f64,
 }
 
 /// Runs `rounds` of: the short request alone, then the same while `long` requests of
@@ -42,7 +70,7 @@ pub fn run(
     rounds: usize,
     long: usize,
     long_tokens: u32,
-) -> anyhow::Result<Map<String, Value>> {
+) -> anyhow::Result<ServeReport> {
     let choice = ModelChoice {
         model: model.clone(),
         lora_rank: if model.is_pretrained() { 8 } else { 0 },
@@ -93,26 +121,17 @@ pub fn run(
     behind.sort_unstable();
     long_us.sort_unstable();
     let (s50, b50) = (percentile(&solo, 0.5), percentile(&behind, 0.5));
-    let mut m = Map::new();
-    m.insert("model".into(), json!(model));
-    m.insert("rounds".into(), json!(rounds));
-    m.insert("long_requests".into(), json!(long));
-    m.insert("long_max_tokens".into(), json!(long_tokens));
-    m.insert("short_solo_p50_ms".into(), ms(s50));
-    m.insert("short_behind_long_p50_ms".into(), ms(b50));
-    m.insert(
-        "short_behind_long_max_ms".into(),
-        ms(*behind.last().unwrap_or(&0)),
-    );
-    m.insert(
-        "ratio_p50".into(),
-        json!((b50 as f64 / s50.max(1) as f64 * 100.0).round() / 100.0),
-    );
-    m.insert("long_p50_ms".into(), ms(percentile(&long_us, 0.5)));
-    // The short request was behind the long batch only if that batch outlasted it.
-    m.insert(
-        "long_tokens_mean".into(),
-        json!(long_tokens_made.iter().sum::<u64>() as f64 / long_tokens_made.len().max(1) as f64),
-    );
-    Ok(m)
+    Ok(ServeReport {
+        model: model.clone(),
+        rounds,
+        long_requests: long,
+        long_max_tokens: long_tokens,
+        short_solo_p50_ms: ms(s50),
+        short_behind_long_p50_ms: ms(b50),
+        short_behind_long_max_ms: ms(*behind.last().unwrap_or(&0)),
+        ratio_p50: (b50 as f64 / s50.max(1) as f64 * 100.0).round() / 100.0,
+        long_p50_ms: ms(percentile(&long_us, 0.5)),
+        long_tokens_mean: long_tokens_made.iter().sum::<u64>() as f64
+            / long_tokens_made.len().max(1) as f64,
+    })
 }
