@@ -37,6 +37,11 @@ pub(crate) fn us(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e8).round() / 100.0
 }
 
+/// Microseconds as milliseconds, to a hundredth.
+pub(crate) fn ms_of_us(us: u64) -> f64 {
+    (us as f64 / 10.0).round() / 100.0
+}
+
 /// A ratio to a hundredth.
 pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     (a / b * 100.0).round() / 100.0

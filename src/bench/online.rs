@@ -21,6 +21,8 @@ use crate::proxy::published::{self, Manifest};
 use crate::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig};
 use crate::training::{ModelChoice, initial_policy};
 use serde::{Deserialize, Serialize};
+
+use super::ms_of_us as ms;
 use serde_json::{Value, json};
 
 use super::proxy::ProxyReport;
@@ -44,7 +46,7 @@ fn learning(program: &Path, dir: &Path) -> anyhow::Result<Learning> {
         r#"{"rollout": {"tasks_per_iter": 8, "group_size": 4}, "sft": {"episodes": 64}}"#,
     )?;
     let child = Command::new(program)
-        .args(["train", "--env", "guess-number-v0", "--model", "tiny"])
+        .args(["train", "--env", "guess-number-v0", "--model", ModelSource::TINY])
         .args(["--iters", "100000", "--eval-episodes", "0", "--out"])
         .arg(dir.join("learner-run"))
         .arg("--config")
@@ -63,10 +65,6 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     Some(ticks / 100.0)
-}
-
-fn ms(us: u64) -> f64 {
-    (us as f64 / 10.0).round() / 100.0
 }
 
 /// What `bench online` measured.

@@ -10,6 +10,8 @@ use crate::policy::Cpu;
 use crate::proxy::{PolicyServer, ServerConfig};
 use crate::training::{ModelChoice, initial_policy};
 use serde::{Deserialize, Serialize};
+
+use super::ms_of_us as ms;
 use serde_json::{Value, json};
 
 fn body(max_tokens: u32) -> String {
@@ -30,10 +32,6 @@ fn call(agent: &ureq::Agent, url: &str, body: &str) -> anyhow::Result<(u64, u64)
     let v: Value = serde_json::from_str(&text)?;
     let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
     Ok((took, tokens))
-}
-
-fn ms(us: u64) -> f64 {
-    (us as f64 / 10.0).round() / 100.0
 }
 
 /// What `bench serve` measured.

@@ -226,10 +226,7 @@ fn bench_envs_compares_native_and_wasm() {
         for backend in ["native", "wasm"] {
             for (name, ..) in sandgym_env_sql::SYNTHETIC_QUERIES {
                 assert!(
-                    case[backend]
-                        .queries_ms
-                        .get(name)
-                        .is_some_and(|&v| v > 0.0),
+                    case[backend].queries_ms.get(name).is_some_and(|&v| v > 0.0),
                     "{name}: {case:?}"
                 );
             }
