@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::env_api::{Demonstration, ResetOptions, Split};
-use crate::play::play_env;
+use crate::play::play_env_with;
 use crate::policy::{ActionLimits, Template, ToolCallGrammar};
 use crate::{Backend, EnvTarget, registry};
 
@@ -72,10 +72,12 @@ impl std::fmt::Display for Coverage {
 pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<Coverage>> {
     // Only a registered env has a demonstrator and a preset.
     let env = target.env.id().unwrap_or_default();
-    let demonstrator = || registry::demonstrator(env, &target.config, Demonstration::Solution);
-    if demonstrator()?.is_none() {
+    // One demonstrator for every task (it reads each episode's task from its reset): making
+    // one builds the env's whole task set.
+    let Some(mut agent) = registry::demonstrator(env, &target.config, Demonstration::Solution)?
+    else {
         return Ok(None);
-    }
+    };
     let spec = target.spec()?.clone();
     let Some(counts) = spec.tasks else {
         return Ok(None);
@@ -93,13 +95,8 @@ pub fn coverage(target: &EnvTarget, backend: Backend) -> anyhow::Result<Option<C
     let mut grammars: HashMap<String, Arc<ToolCallGrammar>> = HashMap::new();
     let mut out = Coverage::default();
     for (split, n) in [(Split::Train, counts.train), (Split::Test, counts.test)] {
-        let played = play_env(
-            target.make(backend)?,
-            0..n,
-            &ResetOptions::split(split).cycling(),
-            |_| demonstrator()?.ok_or_else(|| anyhow::anyhow!("no demonstrator")),
-        )?;
-        for episode in played {
+        let options = ResetOptions::split(split).cycling();
+        for episode in play_env_with(target.make(backend)?, 0..n, &options, &mut *agent)? {
             let task = episode
                 .task()
                 .map_or_else(|| format!("{split:?}#{}", episode.seed), str::to_owned);

@@ -40,14 +40,26 @@ pub fn play_env(
     seeds
         .into_iter()
         .map(|seed| {
-            Ok(env_api::play(
-                &mut env,
-                &mut agent(seed)?,
-                seed,
-                options,
-                limit,
-            )?)
+            let mut agent = agent(seed)?;
+            Ok(env_api::play(&mut env, &mut agent, seed, options, limit)?)
         })
+        .collect()
+}
+
+/// [`play_env`] with one agent for every episode: for an agent that starts afresh at each
+/// episode's first observation (a demonstrator, which reads the task from it) and is costly
+/// to make (the SQL demonstrator builds the env's whole task set).
+pub fn play_env_with(
+    env: BoxEnv,
+    seeds: impl IntoIterator<Item = u64>,
+    options: &ResetOptions,
+    agent: &mut dyn Agent,
+) -> anyhow::Result<Vec<PlayedEpisode>> {
+    let mut env = RecordTrajectory::new(env);
+    let limit = env.spec().max_episode_steps.unwrap_or(DEFAULT_MAX_STEPS);
+    seeds
+        .into_iter()
+        .map(|seed| Ok(env_api::play(&mut env, agent, seed, options, limit)?))
         .collect()
 }
 
@@ -151,4 +163,53 @@ pub fn eval_report(episodes: &[PlayedEpisode]) -> EvalReport {
         episodes.iter().map(|e| e.trajectory.records.len()).sum(),
         episodes.iter().filter(|e| e.error.is_some()).count(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env_api::Demonstration;
+
+    /// A demonstrator lent to every episode plays what a fresh one per episode plays: it
+    /// starts afresh at each task (solutions and recoveries alike), so the SFT data and the
+    /// narrowing check may make it once.
+    #[test]
+    fn a_shared_demonstrator_plays_what_fresh_ones_play() {
+        let options = ResetOptions::split(Split::Train).cycling();
+        for (env, kind) in [
+            ("sql-agent-v0", Demonstration::Solution),
+            ("sql-agent-v0", Demonstration::Recovery),
+            ("customer-service-v0", Demonstration::Solution),
+        ] {
+            let target = EnvTarget::new(env);
+            let make = || {
+                registry::demonstrator(env, &target.config, kind)
+                    .unwrap()
+                    .unwrap()
+            };
+            let fresh = play_env(target.make_fastest().unwrap(), 0..300, &options, |_| {
+                Ok(make())
+            })
+            .unwrap();
+            let shared = play_env_with(
+                target.make_fastest().unwrap(),
+                0..300,
+                &options,
+                &mut *make(),
+            )
+            .unwrap();
+            assert_eq!((fresh.len(), shared.len()), (300, 300));
+            for (a, b) in fresh.iter().zip(&shared) {
+                assert_eq!(a.trajectory, b.trajectory, "{env} {kind:?} seed {}", a.seed);
+                assert_eq!((a.success, &a.imitate), (b.success, &b.imitate));
+            }
+            assert!(fresh.iter().filter(|e| e.success).count() >= 280, "{env}");
+            if kind == Demonstration::Recovery {
+                assert!(
+                    shared.iter().any(|e| e.imitate.contains(&false)),
+                    "no mistake"
+                );
+            }
+        }
+    }
 }

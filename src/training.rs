@@ -11,8 +11,8 @@ use crate::policy::{PolicyConfig, PolicyModel, Tokenizer, checkpoint, load};
 use crate::progress::Progress;
 use sandgym_trainer::{Learner, sft};
 
-use crate::env_api::{self, Agent, BoxEnv, Demonstration, PresetModels, ResetOptions};
-use crate::play::{baseline_episodes, play_episodes};
+use crate::env_api::{self, BoxEnv, Demonstration, PresetModels, ResetOptions};
+use crate::play::{baseline_episodes, play_env_with};
 use crate::{Backend, EnvTarget, ModelSource, registry};
 use sandgym_trainer::sft::{SftData, SftExample};
 use sandgym_trainer::{Algo, RunDir, SftConfig, TrainConfig};
@@ -364,15 +364,15 @@ pub fn baseline_sft_data(
             .spec()?
             .tasks
             .map_or(count, |t| (t.train as usize).min(count));
-        let make = |_| -> anyhow::Result<Box<dyn Agent>> {
-            registry::demonstrator(&id, &target.config, kind)?
-                .ok_or_else(|| anyhow::anyhow!("no demonstrator"))
-        };
-        let played = play_episodes(
-            target,
+        // One demonstrator for every task: it starts afresh at each task's first observation,
+        // and making one builds the env's whole task set.
+        let mut agent = registry::demonstrator(&id, &target.config, kind)?
+            .ok_or_else(|| anyhow::anyhow!("no demonstrator"))?;
+        let played = play_env_with(
+            target.make_fastest()?,
             0..n as u64,
             &ResetOptions::split(env_api::Split::Train).cycling(),
-            make,
+            &mut *agent,
         )?;
         // A recovery without a mistake would only repeat the solution.
         episodes.extend(

@@ -46,7 +46,13 @@ fn learning(program: &Path, dir: &Path) -> anyhow::Result<Learning> {
         r#"{"rollout": {"tasks_per_iter": 8, "group_size": 4}, "sft": {"episodes": 64}}"#,
     )?;
     let child = Command::new(program)
-        .args(["train", "--env", "guess-number-v0", "--model", ModelSource::TINY])
+        .args([
+            "train",
+            "--env",
+            "guess-number-v0",
+            "--model",
+            ModelSource::TINY,
+        ])
         .args(["--iters", "100000", "--eval-episodes", "0", "--out"])
         .arg(dir.join("learner-run"))
         .arg("--config")
