@@ -69,7 +69,7 @@ fn stage(out: &Path) -> String {
         .and_then(|t| serde_json::from_str::<Value>(&t).ok());
     match state {
         Some(s) => format!("after checkpoint {}", s["iter"]),
-        None if run.checkpoint_old().exists() || run.checkpoint_tmp().exists() => {
+        None if run.checkpoint_old().exists() || run.checkpoint_tmp_state().exists() => {
             "in a checkpoint swap".into()
         }
         None if run.config().exists() => "before the first checkpoint".into(),

@@ -87,6 +87,12 @@ impl RunDir {
         self.root.join(".checkpoint.tmp")
     }
 
+    /// `.checkpoint.tmp/state.json`: written last into the next checkpoint, so the next one
+    /// is whole once it exists.
+    pub fn checkpoint_tmp_state(&self) -> PathBuf {
+        Checkpoint::state(&self.checkpoint_tmp())
+    }
+
     /// `.checkpoint.old/`: the last checkpoint while the next one takes its place.
     pub fn checkpoint_old(&self) -> PathBuf {
         self.root.join(".checkpoint.old")
