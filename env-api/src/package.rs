@@ -1,6 +1,6 @@
 //! [`EnvPackage`]: everything sandgym knows about one env, exported by the env's own crate as
-//! one value, so that adding an env to the `sandgym` tool is that crate plus one line in its
-//! registry.
+//! one value, so that bundling an env with the `sandgym` tool is that crate (with its guest
+//! wrapper and workspace entries) plus one line in the tool's registry.
 
 use serde_json::{Map, Value};
 
