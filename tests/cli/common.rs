@@ -2,6 +2,16 @@
 
 use std::process::Command;
 
+/// Fails the test with the process's stderr unless it exited successfully.
+#[track_caller]
+pub(crate) fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) fn sandgym(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sandgym"))
         .args(args)

@@ -1,6 +1,6 @@
 //! The deployment files: manifests, shell scripts, the image recipe.
 
-use super::common::spawn;
+use super::common::{assert_success, spawn};
 use super::openenv::openenv_python;
 use std::process::Command;
 
@@ -131,11 +131,7 @@ fn image_recipe_and_manifests_agree_with_the_cli() {
         .args(&manifests)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let k8s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(k8s["port"].to_string(), port, "{k8s}");
     assert_eq!(k8s["non_root"], true, "{k8s}");

@@ -1,15 +1,11 @@
 //! Listing, checking, running and benchmarking envs, and replaying recorded episodes.
 
-use super::common::{sandgym, tmp};
+use super::common::{assert_success, sandgym, tmp};
 
 #[test]
 fn envs_lists_ids_tools_and_schemas() {
     let out = sandgym(&["envs", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let specs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let guess = specs
         .as_array()
@@ -83,11 +79,7 @@ fn check_passes_for_both_builds_and_fails_on_a_hostile_guest() {
 #[test]
 fn bench_sandbox_reports_its_figures_as_json() {
     let out = sandgym(&["bench", "sandbox", "--json", "--seconds", "0.05"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let f: sandgym::bench::sandbox::SandboxReport = serde_json::from_slice(&out.stdout).unwrap();
     for figure in [
         f.step_native_us,
@@ -122,11 +114,7 @@ fn run_reports_episodes_and_writes_agent_template_jsonl() {
             "--out",
             path.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         for key in ["episodes", "mean_reward", "success_rate", "steps_per_s"] {
             assert!(summary[key].is_number(), "{key}: {summary}");
@@ -175,11 +163,7 @@ fn run_with_faults_injects_them() {
         path.to_str().unwrap(),
     ]);
     std::fs::remove_file(&path).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Every tool call times out, so the baseline can never resolve a request.
     assert_eq!(summary["success_rate"], 0.0);
@@ -200,11 +184,7 @@ fn bench_envs_compares_native_and_wasm() {
         "--max-rows-read",
         "100000",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let figures: sandgym::bench::envs::EnvsReport = serde_json::from_slice(&out.stdout).unwrap();
     for env in ["sql-agent-v0", "customer-service-v0"] {
         let e = &figures.envs[env];
@@ -238,11 +218,7 @@ fn bench_envs_compares_native_and_wasm() {
 #[test]
 fn bench_policy_reports_throughput() {
     let out = sandgym(&["bench", "policy", "--json", "--seconds", "0.05"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let figures: sandgym::bench::policy::PolicyReport =
         serde_json::from_slice(&out.stdout).unwrap();
     for figure in [
@@ -277,11 +253,7 @@ fn recorded_episodes_replay_in_the_sandbox() {
             "--out",
             file,
         ]);
-        assert!(
-            record.status.success(),
-            "{}",
-            String::from_utf8_lossy(&record.stderr)
-        );
+        assert_success(&record);
         let replay = sandgym(&[
             "run", "--env", env, "--agent", "replay", "--data", file, "--json",
         ]);

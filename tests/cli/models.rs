@@ -1,6 +1,6 @@
 //! Pretrained models: listing, serving a model to `run`, training with LoRA.
 
-use super::common::{sandgym, spawn, tiny_llama, tmp};
+use super::common::{assert_success, sandgym, spawn, tiny_llama, tmp};
 
 /// Any chat model plays any env: a checkpoint served in the process (`--agent policy`) and
 /// `sandgym serve-policy` behind its OpenAI-compatible API (`--agent openai`) drive
@@ -19,17 +19,9 @@ fn run_drives_an_env_with_a_served_model() {
         "--epochs",
         "1",
     ]);
-    assert!(
-        sft.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sft.stderr)
-    );
+    assert_success(&sft);
     let summary = |output: &std::process::Output| -> serde_json::Value {
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert_success(output);
         serde_json::from_slice(&output.stdout).unwrap()
     };
     let local = summary(&sandgym(&[
@@ -119,11 +111,7 @@ fn train_and_eval_a_pretrained_model_with_lora() {
         "3",
         "--json",
     ]);
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
-    );
+    assert_success(&eval);
     let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
     assert_eq!(report["policy"]["episodes"], 3, "{report}");
     assert_eq!(report["policy"]["prompt_too_long"], 3, "{report}");
@@ -179,11 +167,7 @@ fn train_and_eval_a_pretrained_model_with_lora() {
         "--eval-episodes",
         "2",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let policy = out.join("checkpoint/policy");
     assert!(policy.join("adapters.mpk").is_file());
     assert!(!policy.join("model.mpk").exists());
@@ -202,11 +186,7 @@ fn train_and_eval_a_pretrained_model_with_lora() {
         "2",
         "--json",
     ]);
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
-    );
+    assert_success(&eval);
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_file(&config).unwrap();
 }

@@ -1,6 +1,6 @@
 //! `sandgym new env`: a new env crate that tests, builds and checks as written.
 
-use super::common::{sandgym, tmp};
+use super::common::{assert_success, sandgym, tmp};
 use std::process::Command;
 
 /// `sandgym new env` makes a crate that passes its own tests natively, builds for
@@ -10,11 +10,7 @@ fn a_new_env_crate_tests_builds_and_checks_as_it_is() {
     let dir = tmp("new-env");
     std::fs::create_dir_all(&dir).unwrap();
     let made = sandgym(&["new", "env", "my-env", "--dir", dir.to_str().unwrap()]);
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    assert_success(&made);
     let again = sandgym(&["new", "env", "my-env", "--dir", dir.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
     let bad = sandgym(&["new", "env", "My_Env", "--dir", dir.to_str().unwrap()]);
@@ -58,11 +54,7 @@ fn a_new_env_crate_tests_builds_and_checks_as_it_is() {
         "3",
         "--json",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["env"], "my-env-v0", "{summary}");
     assert_eq!(summary["episodes"], 3);

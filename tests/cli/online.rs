@@ -21,7 +21,7 @@ use sandgym::proxy::{
 };
 use sandgym::trainer::RunDir;
 
-use super::common::{spawn, tmp};
+use super::common::{assert_success, spawn, tmp};
 use serde_json::{Value, json};
 
 /// A small guess-number run (SFT only) to serve and to continue learning from.
@@ -48,11 +48,7 @@ fn small_run(out: &Path) {
         .arg(out)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
 }
 
 fn post(url: &str, body: &Value, rollout: Option<&str>) -> (u16, Value) {
@@ -539,11 +535,7 @@ fn bench_online_measures_the_serving_path_and_the_swap() {
         .args(["--rounds", "2"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: sandgym::bench::online::OnlineReport = serde_json::from_slice(&out.stdout).unwrap();
     for phase in [&v.proxy_alone, &v.proxy_while_training] {
         assert_eq!(phase.lost_traces, 0, "{v:?}");
@@ -561,11 +553,7 @@ fn bench_serve_measures_a_short_request_behind_a_long_batch() {
         .args(["bench", "serve", "--json", "--rounds", "1"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: sandgym::bench::serve::ServeReport = serde_json::from_slice(&out.stdout).unwrap();
     for figure in [
         v.short_solo_p50_ms,

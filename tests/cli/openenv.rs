@@ -1,6 +1,6 @@
 //! OpenEnv's protocol: `serve-env`, remote envs, OpenEnv's own Python client and server.
 
-use super::common::{KillOnDrop, sandgym, spawn, tmp};
+use super::common::{KillOnDrop, assert_success, sandgym, spawn, tmp};
 use std::process::Command;
 
 /// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
@@ -125,11 +125,7 @@ fn run_and_train_on_an_env_served_by_another_process() {
             "12",
             "--json",
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let (remote, local) = (play(&ws), play("sql-agent-v0"));
@@ -184,11 +180,7 @@ fn bench_env_server_holds_its_sessions_and_measures_them() {
         "16",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: sandgym::bench::env_server::EnvServerReport =
         serde_json::from_slice(&out.stdout).unwrap();
     for (env, cases) in [
@@ -219,11 +211,7 @@ fn bench_env_server_holds_its_sessions_and_measures_them() {
 
     // A soak plays exactly the episodes asked for and samples the resident memory.
     let out = sandgym(&["bench", "env-server", "--soak", "300", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: std::collections::BTreeMap<String, sandgym::bench::env_server::SoakReport> =
         serde_json::from_slice(&out.stdout).unwrap();
     for env in ["guess-number-v0", "sql-agent-v0"] {
@@ -281,11 +269,7 @@ fn train_spreads_over_env_hosts_and_survives_one_dying() {
         let mut args = vec!["run", "--agent", "baseline", "--episodes", "6", "--json"];
         args.extend(extra);
         let out = sandgym(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let spread = play(&["--env", "guess-number-v0", "--env-hosts", &hosts]);
@@ -426,11 +410,7 @@ fn run_and_train_on_an_env_written_with_openenvs_python_server() {
         "8",
         "--json",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["failed_episodes"], 0, "{summary}");
     // Guesses stay within the tool's bounds (1 to 4), so some episodes are won.
@@ -460,11 +440,7 @@ fn run_and_train_on_an_env_written_with_openenvs_python_server() {
         "--eval-episodes",
         "0",
     ]);
-    assert!(
-        train.status.success(),
-        "{}",
-        String::from_utf8_lossy(&train.stderr)
-    );
+    assert_success(&train);
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2);
     for line in metrics.lines() {

@@ -1,6 +1,6 @@
 //! A user's own env file and a user's own SQLite database.
 
-use super::common::{sandgym, tmp};
+use super::common::{assert_success, sandgym, tmp};
 
 /// A user's env: `unit-convert-v0` is in no registry and has no native build or baseline; it
 /// is a guest component file, run, trained, resumed and evaluated by its path.
@@ -34,11 +34,7 @@ fn a_users_env_file_is_checked_run_trained_and_evaluated() {
         "5",
         "--json",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["env"], "unit-convert-v0", "{summary}");
     assert_eq!(summary["episodes"], 5);
@@ -94,11 +90,7 @@ fn a_users_env_file_is_checked_run_trained_and_evaluated() {
         "3",
         "--json",
     ]);
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
-    );
+    assert_success(&eval);
     let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
     assert_eq!(report["policy"]["episodes"], 3, "{report}");
     assert!(report["baseline"].is_null(), "{report}");
@@ -109,11 +101,7 @@ fn a_users_env_file_is_checked_run_trained_and_evaluated() {
         "--eval-episodes",
         "0",
     ]);
-    assert!(
-        resume.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resume.stderr)
-    );
+    assert_success(&resume);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -146,11 +134,7 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
         "8",
         "--json",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["backend"], "wasm");
     assert_eq!(summary["episodes"], 8);
@@ -167,11 +151,7 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
         "--every-task",
         "--json",
     ]);
-    assert!(
-        every.status.success(),
-        "{}",
-        String::from_utf8_lossy(&every.stderr)
-    );
+    assert_success(&every);
     let summary: serde_json::Value = serde_json::from_slice(&every.stdout).unwrap();
     assert_eq!(summary["episodes"], 4, "{summary}");
     let (lo, hi) = (
@@ -192,11 +172,7 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
         "--narrowing",
         "--json",
     ]);
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    assert_success(&check);
     let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     let narrowing = &report["narrowing"];
     assert_eq!(narrowing["tasks"], 12, "{narrowing}");
@@ -260,11 +236,7 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
         "--every-task",
         "--json",
     ]);
-    assert!(
-        every.status.success(),
-        "{}",
-        String::from_utf8_lossy(&every.stderr)
-    );
+    assert_success(&every);
     let summary: serde_json::Value = serde_json::from_slice(&every.stdout).unwrap();
     assert!(summary["episodes"].as_u64().unwrap() >= 8, "{summary}");
     assert_eq!(summary["failed_episodes"], 0, "{summary}");

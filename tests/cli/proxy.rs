@@ -1,6 +1,6 @@
 //! `compare`, `serve-policy` and `proxy` as processes, and `bench proxy`.
 
-use super::common::{sandgym, spawn, tmp};
+use super::common::{assert_success, sandgym, spawn, tmp};
 
 #[test]
 fn compare_then_serve_the_policy_behind_the_proxy() {
@@ -24,11 +24,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         out.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     let (env, proxy) = (&report["env_approach"], &report["proxy_approach"]);
     assert!(env["integration_lines"].as_u64().unwrap() > 100, "{report}");
@@ -83,11 +79,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "--eval-episodes",
         "0",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let metrics = std::fs::read_to_string(px.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 1);
     let store = sandgym::proxy::TraceStore::open(&px.join("traces.db")).unwrap();
@@ -159,11 +151,7 @@ fn bench_proxy_reports_added_latency_and_loses_nothing() {
         "--rate",
         "500",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: sandgym::bench::proxy::ProxyReport = serde_json::from_slice(&out.stdout).unwrap();
     // Each side's latencies are real measurements: positive, and p99 at least p50. (The
     // added latency is their difference, which noise may push below zero.)

@@ -1,6 +1,6 @@
 //! Composed rewards and sandboxed reward plugins.
 
-use super::common::{sandgym, tmp};
+use super::common::{assert_success, sandgym, tmp};
 
 /// `--reward` composes a reward around an env's own without touching it: `run` plays under
 /// it (binary search's extra guesses cost what the design says), `train` trains with it and
@@ -22,11 +22,7 @@ fn a_composed_reward_runs_trains_and_is_remembered() {
             args.extend(["--reward", r]);
         }
         let out = sandgym(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let plain = play(None);
@@ -126,11 +122,7 @@ fn a_composed_reward_runs_trains_and_is_remembered() {
         "4",
         "--json",
     ]);
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
-    );
+    assert_success(&eval);
     let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
     let baseline = report["baseline"]["mean_reward"].as_f64().unwrap();
     assert!(
@@ -178,11 +170,7 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
             args.extend(["--out", out.to_str().unwrap()]);
         }
         let out = sandgym(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let plain = play(None, None);
@@ -249,11 +237,7 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
         ])
     };
     let trained = train(spec, &out);
-    assert!(
-        trained.status.success(),
-        "{}",
-        String::from_utf8_lossy(&trained.stderr)
-    );
+    assert_success(&trained);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
     let plugin = &saved["run"]["reward"]["terms"][1];
@@ -302,11 +286,7 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
     .to_string();
     let out = dir.join("hostile-run");
     let trained = train(&hostile_spec, &out);
-    assert!(
-        trained.status.success(),
-        "{}",
-        String::from_utf8_lossy(&trained.stderr)
-    );
+    assert_success(&trained);
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2);
     let errors: u64 = metrics
@@ -330,11 +310,7 @@ fn a_reward_plugin_runs_trains_and_its_failures_are_contained() {
         "--reward",
         &hostile_spec,
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(summary["failed_episodes"], 3, "{summary}");
     assert!(

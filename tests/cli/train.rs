@@ -1,6 +1,6 @@
 //! Training, SFT, evaluation, the closing table, resume and crash recovery.
 
-use super::common::{sandgym, tmp};
+use super::common::{assert_success, sandgym, tmp};
 
 /// A run with an SFT warm-start closes with the SFT row and the paired test of what RL added,
 /// and `eval --compare` pairs any two checkpoints on the same episodes.
@@ -60,11 +60,7 @@ fn the_closing_table_and_eval_compare_pair_rl_with_its_sft_start() {
         "6",
         "--json",
     ]);
-    assert!(
-        compare.status.success(),
-        "{}",
-        String::from_utf8_lossy(&compare.stderr)
-    );
+    assert_success(&compare);
     let report: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
     for who in ["a", "b", "baseline"] {
         assert_eq!(report[who]["episodes"], 6, "{report}");
@@ -149,11 +145,7 @@ fn train_then_eval_then_resume_from_the_command_line() {
         "6",
         "--json",
     ]);
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
-    );
+    assert_success(&eval);
     let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
     for who in ["policy", "baseline"] {
         assert_eq!(report[who]["episodes"], 6, "{report}");
@@ -170,11 +162,7 @@ fn train_then_eval_then_resume_from_the_command_line() {
         "--eval-episodes",
         "0",
     ]);
-    assert!(
-        resume.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resume.stderr)
-    );
+    assert_success(&resume);
     let again = sandgym(&[
         "train",
         "--env",
@@ -218,11 +206,7 @@ fn sft_writes_a_policy_that_eval_loads() {
         "--epochs",
         "1",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_success(&run);
     for f in ["config.json", "tokenizer.json", "model.mpk"] {
         assert!(out.join(f).exists(), "{f}");
     }
