@@ -178,15 +178,7 @@ impl<B: Backend> KvCache<B> {
             compact.iter().all(|c| c.len() == n_layers),
             "layer counts differ"
         );
-        let padded = |t: &Tensor<B, 4>| {
-            let [_, heads, len, dim] = t.dims();
-            if len == longest {
-                t.clone()
-            } else {
-                let pad = Tensor::zeros([1, heads, longest - len, dim], &t.device());
-                Tensor::cat(vec![pad, t.clone()], 2)
-            }
-        };
+        let padded = |t: &Tensor<B, 4>| pad_left(t.clone(), longest);
         let layers = (0..n_layers)
             .map(|l| {
                 let (ks, vs): (Vec<_>, Vec<_>) = compact
@@ -207,6 +199,44 @@ impl<B: Backend> KvCache<B> {
             .collect();
         (Self { layers }, valid)
     }
+}
+
+impl<B: Backend> KvCache<B> {
+    /// This cache's rows followed by `other`'s, each layer's shorter side left-padded with
+    /// zero slots to the longer (the caller pads its rows' valid flags the same way).
+    ///
+    /// # Panics
+    /// When the two have different layer counts or one has an empty layer.
+    pub fn join(self, other: Self) -> Self {
+        assert_eq!(self.layers.len(), other.layers.len(), "layer counts differ");
+        let width = self.len().max(other.len());
+        let layers = self
+            .layers
+            .into_iter()
+            .zip(other.layers)
+            .map(|(a, b)| {
+                let ((ka, va), (kb, vb)) =
+                    (a.kv.expect("a filled cache"), b.kv.expect("a filled cache"));
+                let cat = |x: Tensor<B, 4>, y: Tensor<B, 4>| {
+                    Tensor::cat(vec![pad_left(x, width), pad_left(y, width)], 0)
+                };
+                LayerCache {
+                    kv: Some((cat(ka, kb), cat(va, vb))),
+                }
+            })
+            .collect();
+        Self { layers }
+    }
+}
+
+/// `t` (`[rows, heads, len, dim]`) with zero slots before its own to make `width` slots.
+fn pad_left<B: Backend>(t: Tensor<B, 4>, width: usize) -> Tensor<B, 4> {
+    let [rows, heads, len, dim] = t.dims();
+    if len == width {
+        return t;
+    }
+    let pad = Tensor::zeros([rows, heads, width - len, dim], &t.device());
+    Tensor::cat(vec![pad, t], 2)
 }
 
 /// The cache of an inference model as constants of its autodiff backend: a training forward

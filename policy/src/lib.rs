@@ -22,6 +22,7 @@ pub mod blas;
 mod cache;
 pub mod checkpoint;
 mod constraint;
+mod decoder;
 mod device;
 mod episode;
 mod error;
@@ -44,6 +45,7 @@ pub use constraint::{
     ActionLimits, ToolCallGrammar, ToolCallMatcher, lark_grammar, lark_grammar_calling,
     lark_grammar_for,
 };
+pub use decoder::{Decoder, Done, RowRequest};
 pub use device::{Cpu, CpuTrain, DeviceKind, OnDevice, select_device};
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, GpuTrain};

@@ -5,6 +5,7 @@ use burn::tensor::backend::Backend;
 use sandgym_env_api::SplitMix64;
 
 use crate::cache::SeqCache;
+use crate::decoder::{Decoder, RowRequest};
 use crate::model::PolicyModel;
 use crate::prefill::{PREFILL_SCORES, ints, prefill, prefill_continuing};
 use crate::{Result, ToolCallMatcher};
@@ -51,7 +52,7 @@ pub struct Sampled {
 }
 
 /// A row-major float matrix pulled off the device.
-fn rows<B: Backend>(t: Tensor<B, 2>) -> Vec<Vec<f32>> {
+pub(crate) fn rows<B: Backend>(t: Tensor<B, 2>) -> Vec<Vec<f32>> {
     let [_, n] = t.dims();
     let data: Vec<f32> = t.into_data().convert::<f32>().to_vec().expect("f32 data");
     data.chunks(n).map(<[f32]>::to_vec).collect()
@@ -86,7 +87,7 @@ pub fn masked_log_softmax(logits: &[f32], allowed: Option<&[bool]>, temperature:
 
 /// Draws from log-probs with an optional top-p nucleus; returns the token and its log-prob
 /// under the distribution actually sampled from.
-fn draw(logp: &[f64], top_p: f32, rng: &mut SplitMix64) -> (u32, f64) {
+pub(crate) fn draw(logp: &[f64], top_p: f32, rng: &mut SplitMix64) -> (u32, f64) {
     if top_p >= 1.0 {
         // No nucleus: draw in vocabulary order, without sorting a 49k-entry vocabulary for
         // every token of every row.
@@ -171,29 +172,6 @@ impl std::fmt::Debug for RowControl<'_> {
     }
 }
 
-impl RowControl<'_> {
-    fn ends(&self, row: usize, generated: usize) -> bool {
-        self.max_new_tokens
-            .is_some_and(|limits| limits.get(row).is_some_and(|&n| generated >= n))
-            || self.stop.is_some_and(|stop| stop(row))
-    }
-}
-
-/// Marks the rows that have finished, spent `max_new_tokens` or that `control` ends; true when
-/// none is left running.
-fn all_ended(
-    ended: &mut [bool],
-    results: &[Sampled],
-    control: &RowControl<'_>,
-    max_new_tokens: usize,
-) -> bool {
-    for (r, (e, s)) in ended.iter_mut().zip(results).enumerate() {
-        *e =
-            *e || s.finished || s.tokens.len() >= max_new_tokens || control.ends(r, s.tokens.len());
-    }
-    ended.iter().all(|&e| e)
-}
-
 /// [`generate`] with per-row controls.
 ///
 /// Tokens the grammar forces (the `{"thought":` of every action, a closing `"}`, the end
@@ -256,7 +234,7 @@ pub fn generate_continuing<B: Backend>(
 type Continued<B> = (Vec<Sampled>, Option<Vec<SeqCache<B>>>);
 
 /// [`generate_with`], continuing `bases` where given (see [`generate_continuing`]), and then
-/// returning the prompts' caches.
+/// returning the prompts' caches: one batch run to its end on a [`Decoder`].
 #[allow(clippy::too_many_arguments)]
 fn generate_from<B: Backend>(
     model: &PolicyModel<B>,
@@ -273,159 +251,67 @@ fn generate_from<B: Backend>(
     if b == 0 {
         return Ok((Vec::new(), bases.map(|_| Vec::new())));
     }
-    assert!(
-        prompts.iter().all(|p| !p.is_empty()),
-        "prompts must not be empty"
-    );
-    let vocab = model.vocab_size();
-    let mut results = vec![Sampled::default(); b];
-    let budget = |r: usize| {
-        control
-            .max_new_tokens
-            .and_then(|l| l.get(r).copied())
-            .unwrap_or(usize::MAX)
-            .min(config.max_new_tokens)
-    };
-    // Records the tokens the grammar forces next on row `r` (within its budget), returning
-    // them to be fed.
-    let drain = |r: usize, m: &mut ToolCallMatcher, s: &mut Sampled| -> Result<Vec<u32>> {
-        let mut fed = Vec::new();
-        while !s.finished && s.tokens.len() < budget(r) {
-            let forced = m.forced_next();
-            if forced.is_empty() {
-                break;
-            }
-            for token in forced {
-                if s.finished || s.tokens.len() >= budget(r) {
-                    break;
-                }
-                m.consume(token)?;
-                let mut only = vec![false; vocab];
-                only[token as usize] = true;
-                s.tokens.push(token);
-                s.logprobs.push(0.0);
-                s.allowed.push(Some(only));
-                s.finished = m.is_finished();
-                fed.push(token);
-            }
-        }
-        Ok(fed)
-    };
-    let mut extended = prompts.to_vec();
-    for (r, c) in constraints.iter_mut().enumerate() {
-        if let Some(m) = c.as_mut() {
-            let fed = drain(r, m, &mut results[r])?;
-            extended[r].extend(fed);
-        }
-    }
-    // Continue the bases when every row has one that fits (a mix would pad every row to
-    // the longest whole prompt).
-    let continued: Option<Vec<&SeqCache<B>>> = bases.and_then(|bases| {
-        bases
-            .iter()
-            .zip(&extended)
-            .map(|(base, p)| base.as_ref().filter(|c| c.continues(p)))
-            .collect()
-    });
-    let crate::Prefill {
-        mut cache,
-        mut valid,
-        mut next_pos,
-        logits,
-    } = match &continued {
-        Some(rows) => prefill_continuing(model, rows, &extended, PREFILL_SCORES, device),
-        None => prefill(model, &extended, device),
-    };
-    // The prompts' cache as it is now, before decoding extends it (tensors are shared, not
-    // copied: the decode's appends make new ones).
-    let kept = bases.map(|_| cache.clone().into_rows(valid.clone(), &extended));
-    // The batch rows still decoding: the cache, `valid`, `next_pos` and `last` hold one row
-    // for each, in this order. Rows that end are dropped once a quarter of the batch has
-    // (copying the cache then costs less than carrying them through every later step).
-    let mut active: Vec<usize> = (0..b).collect();
-    let mut last = rows(logits);
-    let mut rngs: Vec<SplitMix64> = (0..b)
-        .map(|r| SplitMix64::new(config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    let requests = prompts
+        .iter()
+        .zip(constraints.iter_mut())
+        .enumerate()
+        .map(|(r, (prompt, constraint))| RowRequest {
+            id: r,
+            prompt: prompt.clone(),
+            constraint: constraint.take(),
+            temperature: config.temperature,
+            top_p: config.top_p,
+            max_new_tokens: control
+                .max_new_tokens
+                .and_then(|l| l.get(r).copied())
+                .unwrap_or(usize::MAX)
+                .min(config.max_new_tokens),
+            seed: config.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        })
         .collect();
-    let mut ended = vec![false; b];
-    // Per row, tokens recorded but not yet fed to the model.
-    let mut queued: Vec<std::collections::VecDeque<u32>> = vec![Default::default(); b];
-    loop {
-        if all_ended(&mut ended, &results, control, config.max_new_tokens) {
-            break;
-        }
-        for (i, &r) in active.iter().enumerate() {
-            if ended[r] || !queued[r].is_empty() {
-                continue;
-            }
-            let mask = match constraints[r].as_mut() {
-                Some(m) => Some(m.allowed()?),
-                None => None,
-            };
-            let (token, lp) = if config.temperature > 0.0 {
-                let logp = masked_log_softmax(&last[i], mask.as_deref(), config.temperature);
-                draw(&logp, config.top_p, &mut rngs[r])
-            } else {
-                let logp = masked_log_softmax(&last[i], mask.as_deref(), 1.0);
-                let best = (0..logp.len())
-                    .filter(|&i| logp[i].is_finite())
-                    .max_by(|&a, &b| logp[a].total_cmp(&logp[b]).then(b.cmp(&a)))
-                    .expect("at least one allowed token");
-                (best as u32, 0.0)
-            };
-            let s = &mut results[r];
-            s.tokens.push(token);
-            s.logprobs.push(lp as f32);
-            s.allowed.push(mask);
-            queued[r].push_back(token);
-            match constraints[r].as_mut() {
-                Some(m) => {
-                    m.consume(token)?;
-                    s.finished = m.is_finished();
-                    let forced = drain(r, m, s)?;
-                    queued[r].extend(forced);
-                }
-                None => s.finished = token == end,
-            }
-        }
-        if all_ended(&mut ended, &results, control, config.max_new_tokens) {
-            break;
-        }
-        let running = active.iter().filter(|&&r| !ended[r]).count();
-        if running * 4 <= active.len() * 3 {
-            let keep: Vec<usize> = (0..active.len()).filter(|&i| !ended[active[i]]).collect();
-            cache = cache.select(&keep);
-            valid = keep
+    let mut decoder = Decoder::new(model, end, device);
+    let mut kept = None;
+    decoder.admit_with(requests, |extended| {
+        // Continue the bases when every row has one that fits (a mix would pad every row to
+        // the longest whole prompt).
+        let continued: Option<Vec<&SeqCache<B>>> = bases.and_then(|bases| {
+            bases
                 .iter()
-                .map(|&i| std::mem::take(&mut valid[i]))
-                .collect();
-            next_pos = keep.iter().map(|&i| next_pos[i]).collect();
-            active = keep.iter().map(|&i| active[i]).collect();
+                .zip(extended)
+                .map(|(base, p)| base.as_ref().filter(|c| c.continues(p)))
+                .collect()
+        });
+        let encoded = match &continued {
+            Some(rows) => prefill_continuing(model, rows, extended, PREFILL_SCORES, device),
+            None => prefill(model, extended, device),
+        };
+        // The prompts' cache as it is now, before decoding extends it (tensors are shared,
+        // not copied: the decode's appends make new ones).
+        kept = bases.map(|_| {
+            encoded
+                .cache
+                .clone()
+                .into_rows(encoded.valid.clone(), extended)
+        });
+        encoded
+    });
+    let stop = |r: usize| control.stop.is_some_and(|stop| stop(r));
+    let mut results: Vec<Option<Result<Sampled>>> = (0..b).map(|_| None).collect();
+    loop {
+        decoder.step(&stop);
+        for done in decoder.done() {
+            constraints[done.id] = done.constraint;
+            results[done.id] = Some(done.result);
         }
-        let n = active.len();
-        let (mut tokens, mut positions) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for (i, &r) in active.iter().enumerate() {
-            let next = if ended[r] {
-                None
-            } else {
-                queued[r].pop_front()
-            };
-            tokens.push(next.map_or(0, i64::from));
-            positions.push(next_pos[i]);
-            valid[i].push(next.is_some());
-            if next.is_some() {
-                next_pos[i] += 1;
-            }
+        if decoder.is_idle() {
+            break;
         }
-        let out = model.forward(
-            ints(tokens, [n, 1], device),
-            ints(positions, [n, 1], device),
-            crate::attention_bias(&valid, 1, device),
-            Some(&mut cache),
-        );
-        last = rows(out.logits.reshape([n, vocab]));
     }
-    Ok((results, kept))
+    let sampled = results
+        .into_iter()
+        .map(|r| r.expect("every row ends"))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((sampled, kept))
 }
 
 /// The constraint masks under which `tokens` were generated, recomputed by replaying the

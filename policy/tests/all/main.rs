@@ -1,5 +1,6 @@
 //! Integration tests of the policy.
 
+mod decoder;
 mod fused;
 mod lora;
 mod model;

@@ -8,19 +8,19 @@ use sandgym_policy::{
 
 // The same tests run on the GPU when built with `--features cuda` (see scripts/gpu-check.sh).
 #[cfg(not(feature = "cuda"))]
-type Infer = sandgym_policy::Cpu;
+pub(crate) type Infer = sandgym_policy::Cpu;
 #[cfg(not(feature = "cuda"))]
 type Train = sandgym_policy::CpuTrain;
 #[cfg(feature = "cuda")]
-type Infer = sandgym_policy::Gpu;
+pub(crate) type Infer = sandgym_policy::Gpu;
 #[cfg(feature = "cuda")]
 type Train = sandgym_policy::GpuTrain;
 
-fn select_device() -> burn::tensor::Device<Infer> {
+pub(crate) fn select_device() -> burn::tensor::Device<Infer> {
     Default::default()
 }
 
-fn config(vocab: usize) -> PolicyConfig {
+pub(crate) fn config(vocab: usize) -> PolicyConfig {
     PolicyConfig::new(vocab)
         .with_d_model(64)
         .with_n_layers(2)
