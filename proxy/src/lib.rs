@@ -10,6 +10,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod batcher;
 pub mod chat;
 pub mod deploy;
 mod error;

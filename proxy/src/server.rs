@@ -3,7 +3,8 @@
 //! The request's tools become the decoding constraint, so every answer is a valid tool call
 //! or a final message. Answers carry the prompt's token ids (`prompt_token_ids`), the sampled
 //! ids (`choices[0].token_ids`) and per-token log-probs (`choices[0].logprobs`), as vLLM does
-//! with `return_token_ids`. Requests that arrive together are generated in one batch.
+//! with `return_token_ids`. Requests are batched continuously: one that arrives while a batch
+//! is decoding joins it at its next step ([`crate::batcher`]).
 //!
 //! Every answer names the policy version that produced it (`policy_version`). Versions are
 //! swapped while serving ([`PolicyServer::replace`]), or tried first as a canary or in shadow
@@ -12,21 +13,17 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-// crossbeam rather than `std::sync::mpsc`: the generating threads share one receiver of
-// groups (a multi-consumer rendezvous channel), which std's channels do not offer.
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use sandgym_chat_api::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
-use sandgym_policy::{
-    ActionLimits, Cpu, PolicyError, PolicyModel, RowControl, SampleConfig, Sampled, Tokenizer,
-    ToolCallGrammar, ToolCallMatcher, generate_with,
-};
+use sandgym_policy::{ActionLimits, Cpu, PolicyModel, Sampled, Tokenizer, ToolCallGrammar};
 use serde_json::json;
 
 use crate::Result;
+use crate::batcher::{Batching, Job, JobQueue, generate_loop};
 use crate::chat;
 use crate::deploy::{Deployment, Trial, Versioned, rollout_key};
 use crate::http::{self, Gone, HttpError, Request, Response, Server};
@@ -41,9 +38,9 @@ pub struct ServerConfig {
     pub listen: String,
     /// The model name it answers to and reports.
     pub model_name: String,
-    /// Most requests generated in one batch.
+    /// Most requests decoded together in one batch (new ones join it between steps).
     pub max_batch: usize,
-    /// How long the first request of a batch waits for others.
+    /// How long the first request of an idle thread's batch waits for others.
     pub batch_window: Duration,
     /// Size limits of generated actions.
     pub limits: ActionLimits,
@@ -53,8 +50,8 @@ pub struct ServerConfig {
     pub default_max_tokens: u32,
     /// Keep every completion's token ids in memory ([`PolicyServer::journal`]).
     pub journal: bool,
-    /// Batches generated at once: while a long batch runs, later requests are generated
-    /// beside it instead of waiting for it.
+    /// Generating threads, each decoding a batch of one policy version: a candidate on trial
+    /// (a canary, a shadow) decodes beside the incumbent's batch.
     pub concurrent_batches: usize,
     /// The name of the version served first (answers name it as `policy_version`).
     pub version: String,
@@ -86,19 +83,6 @@ pub struct Served {
     pub completion: Vec<u32>,
 }
 
-struct Job {
-    /// The version that generates it.
-    policy: Arc<Versioned>,
-    prompt: Vec<u32>,
-    grammar: Arc<ToolCallGrammar>,
-    temperature: f32,
-    max_tokens: usize,
-    seed: u64,
-    /// Set when the client has gone: its row stops being generated.
-    gone: Gone,
-    reply: Sender<Result<Sampled, HttpError>>,
-}
-
 /// A served answer's tokens and the reply its shadow will send.
 type ShadowPair = (Vec<u32>, Receiver<Result<Sampled, HttpError>>);
 
@@ -112,18 +96,26 @@ struct State {
     /// Shadow requests to compare: the served answer's tokens and the shadow's reply.
     shadows: Sender<ShadowPair>,
     grammars: Mutex<HashMap<String, Arc<ToolCallGrammar>>>,
-    jobs: Sender<Job>,
+    /// Requests waiting for a generating thread; closed when the state is dropped.
+    queue: Arc<JobQueue>,
     counter: AtomicU64,
     journal: Mutex<Vec<Served>>,
     generated: AtomicU64,
     /// Replacements by [`PolicyServer::set_model`].
     swaps: AtomicU64,
-    /// The most requests one `generate` call has served together.
-    largest_batch: std::sync::atomic::AtomicUsize,
+    /// The most requests one batch has decoded together.
+    largest_batch: Arc<AtomicUsize>,
     /// Message text longer than this cannot fit the context whatever it says: the context in
     /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
     /// costs a parse, not a tokenisation.
     max_prompt_bytes: usize,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // Ends the generating threads (they hold the queue, not the state).
+        self.queue.close();
+    }
 }
 
 /// What a candidate in shadow has answered so far.
@@ -184,7 +176,6 @@ impl PolicyServer {
         tokenizer: Tokenizer,
         config: ServerConfig,
     ) -> Result<Self> {
-        let (tx, rx) = crossbeam_channel::unbounded();
         let (shadows, shadow_rx) = crossbeam_channel::unbounded();
         let shadow = Arc::new(Mutex::new(ShadowRecord::default()));
         {
@@ -195,6 +186,19 @@ impl PolicyServer {
         let max_prompt_bytes = config
             .max_context
             .saturating_mul(longest_token_bytes(&tokenizer));
+        let queue = Arc::new(JobQueue::default());
+        let largest_batch = Arc::new(AtomicUsize::new(0));
+        let batching = Batching {
+            max_batch: config.max_batch,
+            window: config.batch_window,
+            end: tokenizer.end(),
+        };
+        // The generating threads hold the queue, not the state: dropping the state closes
+        // the queue, which ends them.
+        for _ in 0..config.concurrent_batches.max(1) {
+            let (queue, largest) = (queue.clone(), largest_batch.clone());
+            std::thread::spawn(move || generate_loop(&queue, batching, &largest));
+        }
         let state = Arc::new(State {
             max_prompt_bytes,
             config: config.clone(),
@@ -207,31 +211,13 @@ impl PolicyServer {
             shadow,
             shadows,
             grammars: Mutex::new(HashMap::new()),
-            jobs: tx,
+            queue,
             counter: AtomicU64::new(0),
             journal: Mutex::new(Vec::new()),
             generated: AtomicU64::new(0),
             swaps: AtomicU64::new(0),
-            largest_batch: std::sync::atomic::AtomicUsize::new(0),
+            largest_batch,
         });
-        {
-            let state = state.clone();
-            // The batcher hands groups to a few generating threads over a rendezvous channel:
-            // a group waits there (still collecting no one) only while every thread is busy.
-            let (groups, work) = crossbeam_channel::bounded::<(Vec<Job>, f32)>(0);
-            // The generating threads hold the state weakly, so the batcher sees the server
-            // gone (only its own reference left) and stops, which ends them too.
-            for _ in 0..config.concurrent_batches.max(1) {
-                let (state, work) = (Arc::downgrade(&state), work.clone());
-                std::thread::spawn(move || {
-                    for (group, temperature) in work {
-                        let Some(state) = state.upgrade() else { return };
-                        run_group(&state, group, temperature);
-                    }
-                });
-            }
-            std::thread::spawn(move || batch_loop(&state, &rx, &groups));
-        }
         let handler_state = state.clone();
         let server = Server::start(&config.listen, move |request| {
             handle(&handler_state, &request)
@@ -314,7 +300,7 @@ impl PolicyServer {
         self.state.generated.load(Ordering::Relaxed)
     }
 
-    /// The most requests that one batched generation has answered together so far.
+    /// The most requests that one batch has decoded together so far.
     pub fn largest_batch(&self) -> usize {
         self.state.largest_batch.load(Ordering::Relaxed)
     }
@@ -412,128 +398,6 @@ fn compare_shadows(record: &Mutex<ShadowRecord>, pairs: &Receiver<ShadowPair>) {
             _ => r.failed += 1,
         }
     }
-}
-
-fn batch_loop(state: &Arc<State>, rx: &Receiver<Job>, groups: &Sender<(Vec<Job>, f32)>) {
-    loop {
-        let first = match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => {
-                // Only the batcher's own clone left: the server has stopped.
-                if Arc::strong_count(state) == 1 {
-                    return;
-                }
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let mut jobs = vec![first];
-        let deadline = Instant::now() + state.config.batch_window;
-        while jobs.len() < state.config.max_batch {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        // Nothing is generated for a client that has already gone.
-        jobs.retain(|j| !j.gone.is_set());
-        // One generate call per version, temperature and token budget (rounded up to a power
-        // of two, so a short request never waits for a long one in the same call); the budget
-        // is the largest asked for, each answer then cut to its own.
-        let key = |j: &Job| {
-            (
-                Arc::as_ptr(&j.policy) as usize,
-                j.temperature.to_bits(),
-                j.max_tokens.next_power_of_two(),
-            )
-        };
-        let mut keys: Vec<(usize, u32, usize)> = jobs.iter().map(key).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        for k in keys {
-            let (group, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| key(j) == k);
-            jobs = rest;
-            if groups.send((group, f32::from_bits(k.1))).is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// Generates a group together; when that fails, each job again alone, so a request whose
-/// grammar fails while decoding (a client's schema) fails only itself.
-fn run_group(state: &State, group: Vec<Job>, temperature: f32) {
-    match sample(state, &group, temperature) {
-        Ok(samples) => {
-            for (job, s) in group.into_iter().zip(samples) {
-                let _ = job.reply.send(Ok(s));
-            }
-        }
-        Err(_) if group.len() > 1 => {
-            for job in group {
-                run_group(state, vec![job], temperature);
-            }
-        }
-        Err(e) => {
-            for job in group {
-                let _ = job.reply.send(Err(e.clone()));
-            }
-        }
-    }
-}
-
-/// One `generate` call for `group`, each with a fresh matcher of its grammar, each row ending
-/// at its own token budget or when its client goes. A constraint failure is the client's tool
-/// schema at fault (a 400); anything else is a 500.
-fn sample(state: &State, group: &[Job], temperature: f32) -> Result<Vec<Sampled>, HttpError> {
-    state
-        .largest_batch
-        .fetch_max(group.len(), Ordering::Relaxed);
-    let prompts: Vec<Vec<u32>> = group.iter().map(|j| j.prompt.clone()).collect();
-    let mut matchers = group
-        .iter()
-        .map(|j| j.grammar.matcher().map(Some))
-        .collect::<Result<Vec<Option<ToolCallMatcher>>, _>>()
-        .map_err(|e| HttpError::bad_request(format!("the tool schema cannot be decoded: {e}")))?;
-    let config = SampleConfig {
-        temperature,
-        top_p: 1.0,
-        max_new_tokens: group.iter().map(|j| j.max_tokens).max().unwrap_or(1),
-        seed: group
-            .iter()
-            .fold(0u64, |acc, j| acc.rotate_left(7) ^ j.seed),
-    };
-    let budgets: Vec<usize> = group.iter().map(|j| j.max_tokens).collect();
-    let gone = |row: usize| group[row].gone.is_set();
-    let control = RowControl {
-        max_new_tokens: Some(&budgets),
-        stop: Some(&gone),
-    };
-    // Every job of a group has the same version (the batch key).
-    let model = &group[0].policy.model;
-    // A failure inside generation answers with 500s and leaves the server up.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        generate_with(
-            model,
-            &prompts,
-            &mut matchers,
-            state.tokenizer.end(),
-            &config,
-            &Default::default(),
-            &control,
-        )
-    }))
-    .map_err(|_| HttpError::new(500, "generation failed: it panicked"))?
-    .map_err(|e| match e {
-        PolicyError::Constraint(_) | PolicyError::Disallowed { .. } => {
-            // The matcher's explanation runs on with its whole state; its first line says it.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            HttpError::bad_request(format!("the tool schema cannot be decoded: {first}"))
-        }
-        other => HttpError::new(500, format!("generation failed: {other}")),
-    })
 }
 
 fn handle(state: &State, request: &Request) -> Response {
@@ -652,8 +516,8 @@ fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpErro
         .unwrap_or(number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let (tx, rx) = crossbeam_channel::bounded(1);
     state
-        .jobs
-        .send(Job {
+        .queue
+        .push(Job {
             policy: route.served.clone(),
             prompt: prompt.clone(),
             grammar: grammar.clone(),
@@ -685,7 +549,7 @@ fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpErro
             gone: Gone::default(),
             reply: tx,
         };
-        if state.jobs.send(job).is_ok() {
+        if state.queue.push(job).is_ok() {
             let _ = state.shadows.send((sampled.tokens.clone(), rx));
         }
     }
@@ -765,6 +629,7 @@ fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn tiny() -> (PolicyModel<Cpu>, Tokenizer) {
         let (config, tokenizer) = crate::test_model::tiny();
@@ -827,7 +692,7 @@ mod tests {
         let server = PolicyServer::start(model, tokenizer, ServerConfig::default()).unwrap();
         let state = Arc::downgrade(&server.state);
         drop(server);
-        // The batcher notices within its 200 ms poll; the generating threads hold it weakly.
+        // Dropping the state closes the queue, which ends the generating threads.
         let started = Instant::now();
         while state.upgrade().is_some() && started.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));

@@ -240,3 +240,53 @@ fn a_schema_that_fails_while_decoding_fails_only_its_own_request() {
     let message = bad_answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("tool schema"), "{message}");
 }
+
+#[test]
+fn a_short_request_joins_a_running_batch_instead_of_waiting_for_it() {
+    // One generating thread: the short request can only be answered early by joining the long
+    // request's batch between its decode steps.
+    let (model, tok) = tiny_policy();
+    let config = sandgym_proxy::ServerConfig {
+        concurrent_batches: 1,
+        ..server_config(false)
+    };
+    let server = PolicyServer::start(model, tok, config).unwrap();
+    let url = format!("{}/v1/chat/completions", server.url());
+    // Whichever tool it picks, its argument is 1,500 forced characters, fed one per step.
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {"s": {"type": "string", "pattern": "^x{1500}$"}},
+            "required": ["s"]}}})
+    };
+    let long = json!({
+        "messages": [{"role": "user", "content": "hi"}], "seed": 1, "max_tokens": 4096,
+        "tool_choice": "required", "tools": [tool("long_a"), tool("long_b")]
+    })
+    .to_string();
+    let short = json!({"messages": [{"role": "user", "content": "What is alpha?"}],
+        "seed": 2, "max_tokens": 4})
+    .to_string();
+    let ((long_status, long_answer), (short_status, short_answer, generated_before)) =
+        std::thread::scope(|s| {
+            let long = s.spawn(|| post(&url, &long));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let short = s.spawn(|| {
+                let (status, answer) = post(&url, &short);
+                // Tokens of the answers generated so far: the long one's count once it is done.
+                (status, answer, server.generated_tokens())
+            });
+            (long.join().unwrap(), short.join().unwrap())
+        });
+    assert_eq!(long_status, 200, "{long_answer}");
+    assert_eq!(short_status, 200, "{short_answer}");
+    let long_tokens = long_answer["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(
+        long_tokens > 1000,
+        "the long request made {long_tokens} tokens"
+    );
+    assert!(
+        generated_before < long_tokens,
+        "the short request was answered after the long one ({generated_before} tokens generated)"
+    );
+    assert_eq!(server.largest_batch(), 2);
+}
