@@ -1,6 +1,6 @@
 //! `sandgym bench serve`: a short request's latency at the policy server, alone and while a
-//! batch of long requests is generating (the server runs `concurrent_batches` batches at
-//! once, so a request arriving during a long batch starts beside it instead of after it).
+//! batch of long requests is generating (several short requests arriving one after another) (the server batches continuously: a request arriving
+//! during a long batch joins it at its next decode step).
 
 use std::time::{Duration, Instant};
 
@@ -48,8 +48,13 @@ pub struct ServeReport {
     pub long_max_tokens: u32,
     /// The short request alone, median (ms).
     pub short_solo_p50_ms: f64,
-    /// The short request while the long ones generate, median (ms).
+    /// Short requests per round while the long ones generate, arriving
+    /// [`SHORT_GAP_MS`] apart from 20 ms after the long ones.
+    pub short_requests_per_round: usize,
+    /// A short request while the long ones generate, median (ms).
     pub short_behind_long_p50_ms: f64,
+    /// The same, 99th percentile (ms).
+    pub short_behind_long_p99_ms: f64,
     /// The same, slowest (ms).
     pub short_behind_long_max_ms: f64,
     /// Behind-long over solo, at the median.
@@ -61,14 +66,19 @@ pub struct ServeReport {
     pub long_tokens_mean: f64,
 }
 
-/// Runs `rounds` of: the short request alone, then the same while `long` requests of
-/// `long_tokens` tokens generate.
+/// Milliseconds between the arrivals of a round's short requests.
+pub const SHORT_GAP_MS: u64 = 10;
+
+/// Runs `rounds` of: the short request alone, then `shorts` of them arriving one after another
+/// while `long` requests of `long_tokens` tokens generate.
 pub fn run(
     model: &ModelSource,
     rounds: usize,
     long: usize,
     long_tokens: u32,
+    shorts: usize,
 ) -> anyhow::Result<ServeReport> {
+    let shorts = shorts.max(1);
     let choice = ModelChoice {
         model: model.clone(),
         lora_rank: if model.is_pretrained() { 8 } else { 0 },
@@ -78,7 +88,8 @@ pub fn run(
         policy.for_inference(),
         tokenizer,
         ServerConfig {
-            max_batch: long.max(1),
+            // Room for the long batch and the short requests beside it.
+            max_batch: long + shorts,
             ..ServerConfig::default()
         },
     )?;
@@ -103,9 +114,23 @@ pub fn run(
                     let _ = tx.send(call(&agent, &url, &long_body).map_err(|e| e.to_string()));
                 });
             }
-            // The short request arrives once the long batch is generating.
-            std::thread::sleep(Duration::from_millis(20));
-            behind.push(call(&agent, &url, &short)?.0);
+            // The short requests arrive once the long batch is generating, one after another.
+            let waits: Vec<_> = (0..shorts as u64)
+                .map(|i| {
+                    let (url, short) = (url.clone(), short.clone());
+                    scope.spawn(move || {
+                        std::thread::sleep(Duration::from_millis(20 + i * SHORT_GAP_MS));
+                        let agent = ureq::Agent::new_with_defaults();
+                        call(&agent, &url, &short).map(|(us, _)| us)
+                    })
+                })
+                .collect();
+            for wait in waits {
+                let us = wait
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a short request's thread panicked"))??;
+                behind.push(us);
+            }
             Ok(())
         })?;
         drop(tx);
@@ -125,7 +150,9 @@ pub fn run(
         long_requests: long,
         long_max_tokens: long_tokens,
         short_solo_p50_ms: ms(s50),
+        short_requests_per_round: shorts,
         short_behind_long_p50_ms: ms(b50),
+        short_behind_long_p99_ms: ms(percentile(&behind, 0.99)),
         short_behind_long_max_ms: ms(*behind.last().unwrap_or(&0)),
         ratio_p50: (b50 as f64 / s50.max(1) as f64 * 100.0).round() / 100.0,
         long_p50_ms: ms(percentile(&long_us, 0.5)),

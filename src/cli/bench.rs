@@ -27,7 +27,7 @@ pub enum What {
     /// the first answer of the new version (`--model`, `--rounds`).
     Online,
     /// The policy server: a short request's latency alone and while a batch of long requests
-    /// generates (`--model`, `--rounds`).
+    /// generates, four short requests arriving 10 ms apart (`--model`, `--rounds`).
     Serve,
     /// An env server (OpenEnv's protocol) on loopback: sessions held, requests/s and
     /// round-trip p50/p99 over WebSocket and HTTP, for guess-number and sql-agent at growing
@@ -109,6 +109,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             args.rounds.clamp(1, 1000),
             8,
             256,
+            4,
         )?)?,
         What::Online => serde_json::to_value(bench::online::run(
             &std::env::current_exe()?,

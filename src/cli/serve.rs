@@ -27,7 +27,7 @@ pub struct Args {
     /// Most prompt tokens accepted.
     #[arg(long, default_value_t = 4096)]
     max_context: usize,
-    /// Most requests generated in one batch.
+    /// Most requests decoded together in one batch (new ones join it between decode steps).
     #[arg(long, default_value_t = 32)]
     max_batch: usize,
     /// The model name served.

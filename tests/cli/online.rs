@@ -564,4 +564,10 @@ fn bench_serve_measures_a_short_request_behind_a_long_batch() {
     }
     assert!(v.ratio_p50 > 0.0, "{v:?}");
     assert!(v.long_tokens_mean >= 1.0, "{v:?}");
+    assert_eq!(v.short_requests_per_round, 4, "{v:?}");
+    assert!(
+        v.short_behind_long_p50_ms <= v.short_behind_long_p99_ms
+            && v.short_behind_long_p99_ms <= v.short_behind_long_max_ms,
+        "{v:?}"
+    );
 }
