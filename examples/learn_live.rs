@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use sandgym::approach::{HarnessKind, ProxySettings};
+use sandgym::approach::ProxySettings;
 use sandgym::env_api::{ResetOptions, Split};
+use sandgym::harness_runner::HarnessKind;
 use sandgym::harnesses::ChatClient;
 use sandgym::online::{LearnConfig, LearnStep, Learner};
 use sandgym::policy::{Cpu, CpuTrain, load};

@@ -1,35 +1,51 @@
 //! The comparison behind `sandgym compare`: the env approach and the proxy approach on the
-//! same agent, from the same initial policy, on the same tasks and seeds with the same budget,
-//! each measured the same way.
+//! same agent, each prepared the way a team would do it from the same pretrained model — the
+//! env approach SFT on the env's demonstrations, the proxy approach SFT on the unmodified
+//! harness's traces answered by a teacher (the demonstrator behind an OpenAI-compatible
+//! endpoint, [`crate::teacher`]) — then the same RL budget on the same tasks and seeds, and
+//! each final policy evaluated in both places: inside the env, and inside the harness through
+//! the policy server ([`crate::harness_eval`]), every test task once. [`markdown`] renders the
+//! report as the README's tables.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::approach::{HarnessTotals, ProxyApproach, ProxyIteration, ProxySettings, percentile};
+use crate::approach::{ProxyApproach, ProxyIteration, ProxySettings, percentile};
 use crate::env_api::{ResetOptions, Split};
-use crate::policy::{CpuTrain, load};
-use crate::proxy::{TraceStats, TraceStore};
+use crate::evaluation::DEFAULT_EPISODES;
+use crate::harness_eval::{HarnessEval, harness_eval};
+use crate::harness_runner::HarnessTotals;
+use crate::policy::{Cpu, CpuTrain, PolicyModel, Tokenizer, load};
+use crate::proxy::{Drift, TraceStats, TraceStore};
+use crate::proxy_sft::{TeacherData, teacher_samples};
 use crate::trainer::plot::{Series, line_chart};
-use crate::trainer::{Algo, IterMetrics, NewRun, RunDir, Trainer};
-use crate::training::{env_batch, fresh_policy, settings};
-use crate::{Backend, EpisodeSource};
+use crate::trainer::{
+    Algo, EvalReport, IterMetrics, NewRun, RolloutEngine, RunDir, TrainConfig, Trainer, eval_plan,
+    evaluate, rollout_settings,
+};
+use crate::training::{
+    ModelChoice, baseline_sft_data, env_batch, initial_policy, settings, sft_policy, sft_train,
+};
+use crate::{Backend, EnvTarget, EpisodeSource};
 
 /// What to compare.
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
     /// The env (one with a harness: sql-agent-v0 or customer-service-v0).
     pub env: String,
+    /// The model both approaches start from.
+    pub model: ModelChoice,
     /// The algorithm both approaches train with.
     pub algo: Algo,
-    /// Training iterations of each approach.
-    pub iters: u32,
+    /// Training iterations of each approach (`None`: the preset's).
+    pub iters: Option<u32>,
     /// Output directory: `env/` and `proxy/` runs, `compare.json`, `compare-reward.png`.
     pub out: PathBuf,
-    /// The initial policy (a run or policy directory); without it, the preset's SFT
-    /// warm-start is run once and both approaches start from its result.
+    /// Start both approaches from this policy (a run or policy directory) instead of
+    /// preparing each with its own SFT.
     pub init: Option<PathBuf>,
     /// A JSON file of settings overriding the env's preset.
     pub config: Option<PathBuf>,
@@ -37,16 +53,95 @@ pub struct CompareOptions {
     pub seed: Option<u64>,
     /// Harness runs at a time in the proxy approach.
     pub concurrency: usize,
+    /// Test episodes each final policy is evaluated on in each place (`None`: every test
+    /// task once); 0 skips the evaluation.
+    pub eval_episodes: Option<usize>,
+}
+
+/// How an approach's policy was prepared before RL.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WarmStart {
+    /// What it learned from.
+    pub data: String,
+    /// Samples (token sequences) trained on.
+    pub samples: usize,
+    /// Wall time, s (recording the data and training on it).
+    pub wall_s: f64,
+    /// The teacher's traces (the proxy approach).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher: Option<TeacherData>,
+}
+
+/// A final policy's figures in one place.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Cell {
+    /// Episodes played.
+    pub episodes: usize,
+    /// Fraction solved.
+    pub success_rate: f64,
+    /// Its 95% interval (Wilson).
+    pub success_ci95: (f64, f64),
+    /// Mean total reward.
+    pub mean_reward: f64,
+    /// Episodes that ended on an env or harness failure.
+    pub errors: usize,
+    /// Model calls made.
+    pub model_calls: usize,
+    /// Wall time, s.
+    pub wall_s: f64,
+    /// Inside the harness: what it did and its traces' drift (`None` inside the env).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<HarnessCell>,
+}
+
+/// What the harness did while a policy was evaluated in it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct HarnessCell {
+    /// Calls by its sub-agent.
+    pub sub_agent_calls: usize,
+    /// History compressions.
+    pub compressions: usize,
+    /// Breaks of the token sequence, by kind.
+    pub drift: Drift,
+}
+
+impl Cell {
+    fn of(report: &EvalReport, model_calls: usize, wall_s: f64) -> Self {
+        Self {
+            episodes: report.episodes,
+            success_rate: report.success_rate,
+            success_ci95: report.success_ci95,
+            mean_reward: report.mean_reward,
+            errors: report.env_errors,
+            model_calls,
+            wall_s,
+            harness: None,
+        }
+    }
+
+    fn of_harness(e: &HarnessEval) -> Self {
+        Self {
+            harness: Some(HarnessCell {
+                sub_agent_calls: e.runs.sub_agent_calls,
+                compressions: e.runs.compressions,
+                drift: e.traces.drift,
+            }),
+            ..Self::of(&e.report, e.runs.model_calls, e.wall_s)
+        }
+    }
 }
 
 /// One approach's figures.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Side {
     /// Lines of code written or changed to bring the agent to training.
     pub integration_lines: usize,
     /// What those lines are.
     pub integration: String,
-    /// Model calls made by the agent.
+    /// The warm start (`None` when both started from `--init`).
+    #[serde(default)]
+    pub warm_start: Option<WarmStart>,
+    /// Model calls made by the agent during RL.
     pub model_calls: usize,
     /// Model calls whose tokens reached the update exactly as sampled: each trained turn
     /// checked against the sampler's own journal (the rollout engine's in the env approach,
@@ -61,6 +156,9 @@ pub struct Side {
     /// episode is one token sequence that each turn extends, so there is none to find; the
     /// same holds for sub-agent calls and compressions, which the rewritten harness dropped.
     pub drift: usize,
+    /// Of which by a new context (the sub-agent's, or the main agent's after it).
+    #[serde(default)]
+    pub drift_new_context: usize,
     /// Of which by history compression.
     pub drift_compressed: usize,
     /// Of which by re-tokenisation of earlier answers.
@@ -69,6 +167,9 @@ pub struct Side {
     pub sub_agent_calls: usize,
     /// History compressions (likewise).
     pub compressions: usize,
+    /// Harness runs that failed (HTTP or tool-service errors) during RL.
+    #[serde(default)]
+    pub failed_runs: usize,
     /// Latency the approach adds to a model call, median, ms (`null`: in-process).
     pub added_latency_p50_ms: Option<f64>,
     /// 99th percentile of it.
@@ -80,19 +181,31 @@ pub struct Side {
     pub env_steps_per_s: Option<f64>,
     /// Model calls per second while playing.
     pub calls_per_s: f64,
-    /// Wall time of the whole approach, s.
+    /// Wall time of RL, s.
     pub wall_s: f64,
     /// Mean reward per iteration.
     pub reward_curve: Vec<f64>,
     /// Success rate per iteration.
     pub success_curve: Vec<f64>,
+    /// The final policy evaluated inside the env.
+    #[serde(default)]
+    pub in_env: Option<Cell>,
+    /// The final policy evaluated inside the harness, through the policy server.
+    #[serde(default)]
+    pub in_harness: Option<Cell>,
 }
 
 /// The comparison.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// The env.
     pub env: String,
+    /// The model both started from.
+    #[serde(default)]
+    pub model: String,
+    /// The RL algorithm.
+    #[serde(default)]
+    pub algo: String,
     /// Iterations of each approach.
     pub iters: u32,
     /// Episodes (harness runs) per iteration.
@@ -107,55 +220,87 @@ pub struct Report {
 /// the proxy approach, what its traces held.
 pub type OnIteration<'a> = &'a mut dyn FnMut(&str, &IterMetrics, Option<&TraceStats>);
 
+/// The starting point both approaches share.
+struct Start {
+    policy_config: crate::policy::PolicyConfig,
+    model: PolicyModel<CpuTrain>,
+    tokenizer: Tokenizer,
+}
+
 /// Runs both approaches and writes `compare.json` and `compare-reward.png` into `args.out`.
 pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::Result<Report> {
-    let algo = args.algo;
-    let target = crate::EnvTarget::new(args.env.clone());
-    let config = settings(
+    let target = EnvTarget::new(args.env.clone());
+    let preset_model = match &args.init {
+        Some(dir) => {
+            let c = crate::policy::checkpoint::read_config(&RunDir::new(dir).policy())?;
+            if c.base.is_some() {
+                args.model.clone()
+            } else {
+                ModelChoice::tiny()
+            }
+        }
+        None => args.model.clone(),
+    };
+    let mut config = settings(
         &args.env,
-        algo,
-        &crate::training::ModelChoice::tiny(),
+        args.algo,
+        &preset_model,
         args.config.as_deref(),
-        Some(args.iters),
+        args.iters,
         args.seed,
     )?;
-    crate::approach::HarnessKind::for_env(&args.env)
+    crate::harness_runner::HarnessKind::for_env(&args.env)
         .with_context(|| format!("{} has no harness to compare with", args.env))?;
     let out = args.out.clone();
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let device = Default::default();
     let (policy_config, model, tokenizer) = match &args.init {
         Some(dir) => load::checkpoint::<CpuTrain>(&RunDir::new(dir).policy(), &device)?,
-        None => fresh_policy::<CpuTrain>(
+        None => initial_policy::<CpuTrain>(&args.model, config.schedule.seed, &device)?,
+    };
+    config.rollout.max_context = config.rollout.max_context.min(policy_config.context_length);
+    let start = Start {
+        policy_config,
+        model,
+        tokenizer,
+    };
+    let proxy_settings = ProxySettings::for_config(&config, args.concurrency);
+
+    // The env approach: SFT on the env's demonstrations, then RL in the env's rollout engine,
+    // envs in the WASM sandbox.
+    let (env_model, env_warm) = if args.init.is_some() {
+        (start.model.clone(), None)
+    } else {
+        let clock = Instant::now();
+        let examples = baseline_sft_data(&target, &config.sft)?;
+        let (model, report) = sft_policy::<CpuTrain>(
             &target,
+            (&start.policy_config, start.model.clone(), &start.tokenizer),
+            &examples,
             &config,
             &device,
-            Some(&out.join("init")),
-            &Default::default(),
-        )?,
+        )?;
+        let warm = WarmStart {
+            data: "the env's demonstrations in the env's rendering".into(),
+            samples: report.episodes,
+            wall_s: clock.elapsed().as_secs_f64(),
+            teacher: None,
+        };
+        (model, Some(warm))
     };
-    let n = config.episodes_per_iter();
-    let meta = |source, backend| crate::RunMeta {
-        backend,
-        init: args.init.clone(),
-        source,
-        ..crate::RunMeta::new(&target, crate::ModelSource::Tiny)
-    };
-    let start = |source, backend, model, envs| NewRun {
-        meta: meta(source, backend).to_value(),
-        config: config.clone(),
-        policy_config: policy_config.clone(),
-        model,
-        tokenizer: tokenizer.clone(),
-        envs,
-        options: ResetOptions::split(Split::Train),
-    };
-
-    // The env approach: the env's rollout engine, envs in the WASM sandbox.
     let clock = Instant::now();
-    let envs = env_batch(&target, Backend::Wasm, n)?;
+    let envs = env_batch(&target, Backend::Wasm, config.episodes_per_iter())?;
     let mut trainer = Trainer::<CpuTrain>::new(
         &out.join("env"),
-        start(EpisodeSource::Env, Backend::Wasm, model.clone(), envs),
+        new_run(
+            args,
+            &target,
+            &config,
+            &start,
+            env_model,
+            envs,
+            EpisodeSource::Env,
+        ),
         device,
     )?;
     let mut env_history: Vec<IterMetrics> = Vec::new();
@@ -164,24 +309,72 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         env_history.push(m.clone());
     })?;
     let env_wall = clock.elapsed().as_secs_f64();
+    let env_final = trainer.inference_model();
     // Its envs (sandbox instances, which the pool caps) are not needed any more.
     drop(trainer);
 
-    // The proxy approach: the harness, the policy server, the recording proxy.
+    // The proxy approach: SFT on the harness's traces with the teacher answering, then RL
+    // through the harness, the policy server and the recording proxy.
+    let (proxy_model, proxy_warm) = if args.init.is_some() {
+        (start.model.clone(), None)
+    } else {
+        let clock = Instant::now();
+        let (samples, data) = teacher_samples(
+            &target,
+            &start.tokenizer,
+            &config,
+            &proxy_settings,
+            &out.join("teacher-traces.db"),
+        )?;
+        anyhow::ensure!(
+            !samples.is_empty(),
+            "the teacher's traces gave no sample to learn from: {data:?}"
+        );
+        eprintln!(
+            "proxy sft: {} samples from {} harness runs ({} solved, {} failed, {} notes)",
+            samples.len(),
+            data.runs.runs,
+            data.solved,
+            data.runs.failed,
+            data.notes
+        );
+        let (model, _) = sft_train(
+            &start.policy_config,
+            start.model.clone(),
+            &samples,
+            &config,
+            &device,
+        );
+        let warm = WarmStart {
+            data: "the harness's traces with the demonstrator answering as a teacher".into(),
+            samples: samples.len(),
+            wall_s: clock.elapsed().as_secs_f64(),
+            teacher: Some(data),
+        };
+        (model, Some(warm))
+    };
     let clock = Instant::now();
-    let envs = env_batch(&target, Backend::Native, n)?;
+    let envs = env_batch(&target, Backend::Native, config.episodes_per_iter())?;
     let mut trainer = Trainer::<CpuTrain>::new(
         &out.join("proxy"),
-        start(EpisodeSource::Proxy, Backend::Native, model, envs),
+        new_run(
+            args,
+            &target,
+            &config,
+            &start,
+            proxy_model,
+            envs,
+            EpisodeSource::Proxy,
+        ),
         device,
     )?;
     let db = out.join("proxy").join("traces.db");
     let mut approach = ProxyApproach::start(
         &args.env,
         trainer.inference_model(),
-        tokenizer,
+        start.tokenizer.clone(),
         &db,
-        ProxySettings::for_config(&config, args.concurrency),
+        proxy_settings.clone(),
     )?;
     let mut proxy_history: Vec<ProxyIteration> = Vec::new();
     while !trainer.finished() {
@@ -191,15 +384,53 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
     }
     crate::trainer::write_plots(trainer.out())?;
     let proxy_wall = clock.elapsed().as_secs_f64();
+    let proxy_final = trainer.inference_model();
     drop(approach);
+    drop(trainer);
 
-    let report = Report {
+    let mut report = Report {
         env: args.env.clone(),
-        iters: args.iters,
-        episodes_per_iter: n,
-        env_approach: env_side(&args.env, &env_history, env_wall),
-        proxy_approach: proxy_side(&proxy_history, &TraceStore::open(&db)?, proxy_wall)?,
+        model: preset_model.model.to_string(),
+        algo: args.algo.name().to_owned(),
+        iters: config.schedule.iters,
+        episodes_per_iter: config.episodes_per_iter(),
+        env_approach: Side {
+            warm_start: env_warm,
+            ..env_side(&args.env, &env_history, env_wall)
+        },
+        proxy_approach: Side {
+            warm_start: proxy_warm,
+            ..proxy_side(&proxy_history, &TraceStore::open(&db)?, proxy_wall)?
+        },
     };
+
+    // Each final policy in both places, on the same test episodes.
+    if args.eval_episodes != Some(0) {
+        for (name, model, side) in [
+            ("env", env_final, &mut report.env_approach),
+            ("proxy", proxy_final, &mut report.proxy_approach),
+        ] {
+            eprintln!("evaluating the {name} approach's policy in the env …");
+            side.in_env = Some(env_eval(
+                &target,
+                &model,
+                &start.tokenizer,
+                &config,
+                args.eval_episodes,
+            )?);
+            eprintln!("evaluating the {name} approach's policy in the harness …");
+            let e = harness_eval(
+                &target,
+                model,
+                &start.tokenizer,
+                &proxy_settings,
+                Split::Test,
+                args.eval_episodes,
+                &out.join(format!("{name}-harness-eval.db")),
+            )?;
+            side.in_harness = Some(Cell::of_harness(&e));
+        }
+    }
     let curve = |name: &str, ys: &[f64]| {
         Series::new(
             name,
@@ -223,6 +454,66 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         serde_json::to_string_pretty(&report)?,
     )?;
     Ok(report)
+}
+
+/// A new run of one approach from `model`, with the shared starting point's tokenizer.
+fn new_run(
+    args: &CompareOptions,
+    target: &EnvTarget,
+    config: &TrainConfig,
+    start: &Start,
+    model: PolicyModel<CpuTrain>,
+    envs: Vec<crate::env_api::BoxEnv>,
+    source: EpisodeSource,
+) -> NewRun<CpuTrain> {
+    let backend = match source {
+        EpisodeSource::Env => Backend::Wasm,
+        EpisodeSource::Proxy => Backend::Native,
+    };
+    let meta = crate::RunMeta {
+        backend,
+        init: args.init.clone(),
+        source,
+        ..crate::RunMeta::new(target, args.model.model.clone())
+    };
+    NewRun {
+        meta: meta.to_value(),
+        config: config.clone(),
+        policy_config: start.policy_config.clone(),
+        model,
+        tokenizer: start.tokenizer.clone(),
+        envs,
+        options: ResetOptions::split(Split::Train),
+    }
+}
+
+/// `model` evaluated inside the env (greedy, in the sandbox) on the test episodes.
+fn env_eval(
+    target: &EnvTarget,
+    model: &PolicyModel<Cpu>,
+    tokenizer: &Tokenizer,
+    config: &TrainConfig,
+    episodes: Option<usize>,
+) -> anyhow::Result<Cell> {
+    let clock = Instant::now();
+    let (seeds, options) = eval_plan(
+        target.spec()?.tasks,
+        Split::Test,
+        episodes,
+        DEFAULT_EPISODES,
+    );
+    let envs = env_batch(target, Backend::Wasm, seeds.len().clamp(1, 64))?;
+    let mut engine = RolloutEngine::new(envs, 2, tokenizer.clone(), rollout_settings(config))?;
+    let (report, played) = evaluate(
+        &mut engine,
+        model,
+        &Default::default(),
+        &seeds,
+        &options,
+        0.0,
+    )?;
+    let calls = played.iter().map(|e| e.turns.len()).sum();
+    Ok(Cell::of(&report, calls, clock.elapsed().as_secs_f64()))
 }
 
 fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
@@ -283,10 +574,12 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
             .map(|it| it.metrics.tokens_trained_exactly as u64)
             .sum(),
         drift: traces.drift.total(),
+        drift_new_context: traces.drift.new_context,
         drift_compressed: traces.drift.compressed,
         drift_retokenised: traces.drift.retokenised,
         sub_agent_calls: harness.sub_agent_calls,
         compressions: harness.compressions,
+        failed_runs: harness.failed,
         added_latency_p50_ms: Some(ms(percentile(&added, 0.5))),
         added_latency_p99_ms: Some(ms(percentile(&added, 0.99))),
         episodes_per_s: harness.runs as f64 / rollout_s.max(1e-9),
@@ -295,5 +588,176 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         wall_s,
         reward_curve: history.iter().map(|it| it.metrics.reward_mean).collect(),
         success_curve: history.iter().map(|it| it.metrics.success_rate).collect(),
+        ..Side::default()
     })
+}
+
+/// The report as the README shows it: the 2×2 table (trained by each approach × evaluated in
+/// each place, success with its 95% interval) and the costs, fidelity and drift beside it —
+/// Markdown, so `sandgym compare` prints exactly what the README holds (a test checks the
+/// README's tables against the `compare.json` they came from).
+pub fn markdown(r: &Report) -> String {
+    let (e, p) = (&r.env_approach, &r.proxy_approach);
+    let cell = |c: &Option<Cell>| {
+        c.as_ref().map_or("-".to_owned(), |c| {
+            format!(
+                "{:.3} [{:.3}, {:.3}] of {}",
+                c.success_rate, c.success_ci95.0, c.success_ci95.1, c.episodes
+            )
+        })
+    };
+    let mut grid = crate::table::new(&[
+        &format!("{} ({}), trained by", r.env, r.model),
+        "evaluated in the env",
+        "evaluated in the harness",
+    ]);
+    for (name, side) in [("env approach", e), ("proxy approach", p)] {
+        grid.add_row(vec![
+            name.to_owned(),
+            cell(&side.in_env),
+            cell(&side.in_harness),
+        ]);
+    }
+    let warm = |s: &Side, f: &dyn Fn(&WarmStart) -> String| {
+        s.warm_start.as_ref().map_or("-".to_owned(), f)
+    };
+    let harness = |c: &Option<Cell>, f: &dyn Fn(&Cell, &HarnessCell) -> String| {
+        c.as_ref()
+            .and_then(|c| c.harness.as_ref().map(|h| f(c, h)))
+            .unwrap_or_else(|| "-".to_owned())
+    };
+    let opt = |v: Option<f64>| v.map_or("in-process".to_owned(), |v| format!("{v:.3}"));
+    let ends = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) => format!("{a:.3} → {b:.3}"),
+        _ => "-".to_owned(),
+    };
+    let drift = |s: &Side| {
+        format!(
+            "{} ({} / {} / {})",
+            s.drift, s.drift_new_context, s.drift_compressed, s.drift_retokenised
+        )
+    };
+    let rows: Vec<(String, String, String)> = vec![
+        (
+            "lines written or changed to integrate".into(),
+            e.integration_lines.to_string(),
+            p.integration_lines.to_string(),
+        ),
+        (
+            "warm start: samples".into(),
+            warm(e, &|w| w.samples.to_string()),
+            warm(p, &|w| w.samples.to_string()),
+        ),
+        (
+            "warm start: wall time (s)".into(),
+            warm(e, &|w| format!("{:.0}", w.wall_s)),
+            warm(p, &|w| format!("{:.0}", w.wall_s)),
+        ),
+        (
+            "warm start: teacher's harness runs solved / notes".into(),
+            "-".into(),
+            warm(p, &|w| {
+                w.teacher.as_ref().map_or("-".into(), |t| {
+                    format!("{} of {} / {}", t.solved, t.runs.runs, t.notes)
+                })
+            }),
+        ),
+        (
+            format!(
+                "RL: {} iterations × {} episodes, model calls",
+                r.iters, r.episodes_per_iter
+            ),
+            e.model_calls.to_string(),
+            p.model_calls.to_string(),
+        ),
+        (
+            "RL: calls captured exactly (token ids as sampled)".into(),
+            e.calls_captured_exactly.to_string(),
+            p.calls_captured_exactly.to_string(),
+        ),
+        (
+            "RL: generated tokens / captured exactly".into(),
+            format!("{} / {}", e.generated_tokens, e.tokens_captured_exactly),
+            format!("{} / {}", p.generated_tokens, p.tokens_captured_exactly),
+        ),
+        (
+            "RL: drift (new context / compression / re-tokenisation)".into(),
+            drift(e),
+            drift(p),
+        ),
+        (
+            "RL: sub-agent calls / history compressions kept".into(),
+            format!("{} / {}", e.sub_agent_calls, e.compressions),
+            format!("{} / {}", p.sub_agent_calls, p.compressions),
+        ),
+        (
+            "RL: failed harness runs".into(),
+            e.failed_runs.to_string(),
+            p.failed_runs.to_string(),
+        ),
+        (
+            "RL: added latency per call, p50 / p99 (ms)".into(),
+            opt(e.added_latency_p50_ms),
+            format!(
+                "{} / {}",
+                opt(p.added_latency_p50_ms),
+                opt(p.added_latency_p99_ms)
+            ),
+        ),
+        (
+            "RL: wall time (s)".into(),
+            format!("{:.0}", e.wall_s),
+            format!("{:.0}", p.wall_s),
+        ),
+        (
+            "RL: mean reward, iteration 1 → last".into(),
+            ends(&e.reward_curve),
+            ends(&p.reward_curve),
+        ),
+        (
+            "RL: success, iteration 1 → last".into(),
+            ends(&e.success_curve),
+            ends(&p.success_curve),
+        ),
+        (
+            "in the harness: model calls / sub-agent calls / compressions".into(),
+            harness(&e.in_harness, &|c, h| {
+                format!(
+                    "{} / {} / {}",
+                    c.model_calls, h.sub_agent_calls, h.compressions
+                )
+            }),
+            harness(&p.in_harness, &|c, h| {
+                format!(
+                    "{} / {} / {}",
+                    c.model_calls, h.sub_agent_calls, h.compressions
+                )
+            }),
+        ),
+        (
+            "in the harness: drift (new context / compression / re-tokenisation)".into(),
+            harness(&e.in_harness, &|_, h| drift_of(&h.drift)),
+            harness(&p.in_harness, &|_, h| drift_of(&h.drift)),
+        ),
+        (
+            "in the harness: failed runs".into(),
+            harness(&e.in_harness, &|c, _| c.errors.to_string()),
+            harness(&p.in_harness, &|c, _| c.errors.to_string()),
+        ),
+    ];
+    let mut costs = crate::table::new(&["", "env approach", "proxy approach"]);
+    for (k, a, b) in rows {
+        costs.add_row(vec![k, a, b]);
+    }
+    format!("{grid}\n\n{costs}\n")
+}
+
+fn drift_of(d: &Drift) -> String {
+    format!(
+        "{} ({} / {} / {})",
+        d.total(),
+        d.new_context,
+        d.compressed,
+        d.retokenised
+    )
 }

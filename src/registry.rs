@@ -109,7 +109,7 @@ mod tests {
             }
             if let Some(name) = b.harness {
                 assert!(
-                    name.parse::<crate::approach::HarnessKind>().is_ok(),
+                    name.parse::<crate::harness_runner::HarnessKind>().is_ok(),
                     "{}: no harness {name}",
                     b.name
                 );

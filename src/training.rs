@@ -178,25 +178,7 @@ pub fn sft_policy<B: AutodiffBackend>(
         config.sft.epochs
     );
     let samples = data.samples;
-    let mut learner = Learner::for_config(
-        model,
-        policy_config.vocab_size,
-        &config.optimiser,
-        device.clone(),
-    );
-    let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
-    let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
-    let means = sft::train(
-        &mut learner,
-        &samples,
-        &config.sft,
-        config.schedule.seed,
-        |epoch, step, loss| {
-            let done = epoch as usize * steps + step + 1;
-            progress.set(done as u64, &format!("loss {loss:.3}"));
-        },
-    );
-    progress.finish();
+    let (model, means) = sft_train(policy_config, model, &samples, config, device);
     eprintln!(
         "sft: loss per epoch {:?} in {:.0} s",
         means
@@ -211,7 +193,40 @@ pub fn sft_policy<B: AutodiffBackend>(
         unconstrained: data.unconstrained,
         epoch_losses: means,
     };
-    Ok((learner.model, report))
+    Ok((model, report))
+}
+
+/// Supervised training of `model` on ready `samples` as `config.sft` says (epochs, minibatch,
+/// rate; the optimiser's passes), with a progress bar; returns the model and each epoch's mean
+/// loss. [`sft_policy`] trains on an env's recorded episodes with it; the proxy approach on a
+/// teacher's traces ([`crate::proxy_sft`]).
+pub fn sft_train<B: AutodiffBackend>(
+    policy_config: &PolicyConfig,
+    model: PolicyModel<B>,
+    samples: &[sandgym_trainer::Sample],
+    config: &TrainConfig,
+    device: &B::Device,
+) -> (PolicyModel<B>, Vec<f64>) {
+    let mut learner = Learner::for_config(
+        model,
+        policy_config.vocab_size,
+        &config.optimiser,
+        device.clone(),
+    );
+    let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
+    let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
+    let means = sft::train(
+        &mut learner,
+        samples,
+        &config.sft,
+        config.schedule.seed,
+        |epoch, step, loss| {
+            let done = epoch as usize * steps + step + 1;
+            progress.set(done as u64, &format!("loss {loss:.3}"));
+        },
+    );
+    progress.finish();
+    (learner.model, means)
 }
 
 /// What a new training run starts from and where its episodes run (see [`new_run`]).

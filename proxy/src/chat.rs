@@ -128,8 +128,10 @@ pub fn grammar_key(request: &ChatRequest) -> String {
     format!("{tools}\u{0}{}", choice.unwrap_or_default())
 }
 
-/// The action an assistant message stands for (one per tool call, or one response).
-fn assistant_actions(message: &Message) -> Result<Vec<Action>, HttpError> {
+/// The actions an assistant message stands for (one per tool call, or one response): what
+/// [`render`] writes for it, so the ids a server answers with for `message` are those of
+/// these actions.
+pub fn assistant_actions(message: &Message) -> Result<Vec<Action>, HttpError> {
     let text = message.text();
     if message.tool_calls.is_empty() {
         return Ok(vec![Action::respond(text)]);

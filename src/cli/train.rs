@@ -113,7 +113,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("--source proxy serves the policy on the CPU; drop --device");
         }
         if let Some(env) = &args.env
-            && sandgym::approach::HarnessKind::for_env(env).is_none()
+            && sandgym::harness_runner::HarnessKind::for_env(env).is_none()
         {
             anyhow::bail!("{env} has no harness (sql-agent and customer-service do)");
         }

@@ -4,20 +4,28 @@ use super::common::{assert_success, sandgym, spawn, tmp};
 
 #[test]
 fn compare_then_serve_the_policy_behind_the_proxy() {
-    // Both approaches on the SQL agent: one iteration of 2 tasks x 2 rollouts, no SFT.
+    // Both approaches on the SQL agent from the tiny model: each warm-started on 6 train
+    // tasks (the env's demonstrations; the harness's traces with the demonstrator as
+    // teacher), one iteration of 2 tasks x 2 rollouts, each final policy evaluated on 3 test
+    // tasks in the env and in the harness.
     let out = tmp("compare");
     let config = out.with_extension("json");
     std::fs::write(
         &config,
-        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0}, "sft": {"episodes": 0}}"#,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0},
+            "sft": {"episodes": 0, "demonstrations": 6, "epochs": 1}}"#,
     )
     .unwrap();
     let run = sandgym(&[
         "compare",
         "--env",
         "sql-agent-v0",
+        "--model",
+        "tiny",
         "--iters",
         "1",
+        "--eval-episodes",
+        "3",
         "--config",
         config.to_str().unwrap(),
         "--out",
@@ -59,6 +67,50 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert_eq!(proxy["reward_curve"].as_array().unwrap().len(), 1);
     assert!(out.join("compare-reward.png").exists());
     assert!(out.join("proxy/traces.db").exists());
+    // The warm starts: the env's 6 demonstrations; the teacher's 6 harness runs, every one
+    // solved (it answers with the demonstrator's actions), every call usable, one note per
+    // run (the sub-agent cannot run the SQL), two contexts per run.
+    assert_eq!(env["warm_start"]["samples"], 6, "{report}");
+    let teacher = &proxy["warm_start"]["teacher"];
+    assert_eq!(teacher["runs"]["runs"], 6, "{report}");
+    assert_eq!(teacher["solved"], 6, "{report}");
+    assert_eq!(teacher["runs"]["failed"], 0, "{report}");
+    assert_eq!(teacher["notes"], 6, "{report}");
+    assert_eq!(teacher["traces"]["calls_unusable"], 0, "{report}");
+    assert_eq!(
+        teacher["traces"]["calls_exact"], teacher["traces"]["calls"],
+        "{report}"
+    );
+    assert_eq!(teacher["traces"]["drift"]["new_context"], 6, "{report}");
+    assert_eq!(proxy["warm_start"]["samples"], 12, "{report}");
+    // The 2x2: each final policy on the same 3 test tasks in the env and in the harness.
+    for side in [env, proxy] {
+        for place in ["in_env", "in_harness"] {
+            assert_eq!(side[place]["episodes"], 3, "{place}: {report}");
+            let rate = side[place]["success_rate"].as_f64().unwrap();
+            let (lo, hi) = (
+                side[place]["success_ci95"][0].as_f64().unwrap(),
+                side[place]["success_ci95"][1].as_f64().unwrap(),
+            );
+            assert!(lo <= rate && rate <= hi && hi > 0.0, "{place}: {report}");
+        }
+        assert!(
+            side["in_harness"]["model_calls"].as_u64().unwrap() >= 6,
+            "{report}"
+        );
+        assert!(
+            side["in_harness"]["harness"]["sub_agent_calls"]
+                .as_u64()
+                .unwrap()
+                >= 3
+        );
+    }
+    // The tables print from the report, as the README shows them.
+    let written: sandgym::comparison::Report =
+        serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
+    let table = sandgym::comparison::markdown(&written);
+    assert!(table.contains("| env approach "), "{table}");
+    assert!(table.contains("of 3 |"), "{table}");
 
     // `train --source proxy`: the same proxy path as a training run of its own.
     let px = out.join("px");
