@@ -331,12 +331,14 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
             "the teacher's traces gave no sample to learn from: {data:?}"
         );
         eprintln!(
-            "proxy sft: {} samples from {} harness runs ({} solved, {} failed, {} notes)",
+            "proxy sft: {} samples from {} harness runs ({} solved, {} failed, {} notes, {} \
+             calls unusable)",
             samples.len(),
             data.runs.runs,
             data.solved,
             data.runs.failed,
-            data.notes
+            data.notes,
+            data.traces.calls_unusable
         );
         let (model, _) = sft_train(
             &start.policy_config,
@@ -654,11 +656,14 @@ pub fn markdown(r: &Report) -> String {
             warm(p, &|w| format!("{:.0}", w.wall_s)),
         ),
         (
-            "warm start: teacher's harness runs solved / notes".into(),
+            "warm start: teacher's harness runs solved / notes / unusable calls".into(),
             "-".into(),
             warm(p, &|w| {
                 w.teacher.as_ref().map_or("-".into(), |t| {
-                    format!("{} of {} / {}", t.solved, t.runs.runs, t.notes)
+                    format!(
+                        "{} of {} / {} / {}",
+                        t.solved, t.runs.runs, t.notes, t.traces.calls_unusable
+                    )
                 })
             }),
         ),

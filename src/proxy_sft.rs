@@ -58,7 +58,7 @@ pub fn teacher_samples(
         "the proxy approach's warm start plays sft.demonstrations train tasks: set it above 0"
     );
     let options = ResetOptions::split(Split::Train).cycling();
-    let teacher = Teacher::start(tokenizer.clone())?;
+    let teacher = Teacher::start(tokenizer.clone(), settings.limits)?;
     let runner = HarnessRunner::start(
         &id,
         &teacher.url(),

@@ -28,7 +28,7 @@ use sandgym_proxy::chat;
 use sandgym_proxy::http::{self, HttpError, Request, Response, Server};
 
 use crate::env_api::{Action, ActionBody, Demonstration, Narrowing, ResetOptions};
-use crate::policy::{Template, Tokenizer, canonical_json};
+use crate::policy::{ActionLimits, Template, Tokenizer, canonical_json};
 use crate::{EnvTarget, registry};
 
 /// The note that ends a context which cannot take the demonstrator's next action.
@@ -75,6 +75,7 @@ impl Script {
 
 struct State {
     tokenizer: Tokenizer,
+    limits: ActionLimits,
     scripts: Mutex<HashMap<String, Script>>,
     answers: AtomicUsize,
     notes: AtomicUsize,
@@ -97,10 +98,13 @@ impl std::fmt::Debug for Teacher {
 
 impl Teacher {
     /// Starts the server on a free local port; `tokenizer` is the policy's, whose template
-    /// the token ids of the answers follow.
-    pub fn start(tokenizer: Tokenizer) -> anyhow::Result<Self> {
+    /// the token ids of the answers follow, and `limits` the policy's action limits: a
+    /// thought is cut to them as the env approach's SFT cuts it, so every answer is one the
+    /// policy's constraint can produce.
+    pub fn start(tokenizer: Tokenizer, limits: ActionLimits) -> anyhow::Result<Self> {
         let state = Arc::new(State {
             tokenizer,
+            limits,
             scripts: Mutex::new(HashMap::new()),
             answers: AtomicUsize::new(0),
             notes: AtomicUsize::new(0),
@@ -144,11 +148,16 @@ impl Teacher {
             .into_iter()
             .map(|t| t.name)
             .collect();
+            let thought_chars = self.state.limits.thought_chars as usize;
             let actions = episode
                 .trajectory
                 .records
                 .iter()
                 .filter_map(|r| r.to_action())
+                .map(|mut a| {
+                    a.thought = a.thought.chars().take(thought_chars).collect();
+                    a
+                })
                 .collect();
             scripts.insert(
                 rollout.clone(),
@@ -279,6 +288,33 @@ mod tests {
             tools: vec!["list_tables".into(), "run_sql".into()],
             next: 0,
         }
+    }
+
+    /// A call the teacher cannot answer gets a typed HTTP error, not an invented answer.
+    #[test]
+    fn calls_it_cannot_answer_get_errors() {
+        let teacher = Teacher::start(
+            crate::training::default_tokenizer().unwrap(),
+            ActionLimits::default(),
+        )
+        .unwrap();
+        let url = format!("{}/v1/chat/completions", teacher.url());
+        let status = |body: &str, rollout: Option<&str>| {
+            let mut request = ureq::post(&url).header("content-type", "application/json");
+            if let Some(id) = rollout {
+                request = request.header("x-rollout-id", id);
+            }
+            match request.send(body) {
+                Ok(r) => r.status().as_u16(),
+                Err(ureq::Error::StatusCode(code)) => code,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        assert_eq!(status("{not json", Some("r-1")), 400);
+        assert_eq!(status(chat, None), 400);
+        assert_eq!(status(chat, Some("r-1")), 404);
+        assert_eq!(teacher.answers(), 0);
     }
 
     #[test]
