@@ -101,6 +101,8 @@ impl EvalReport {
 /// let (lo, hi) = sandgym_trainer::wilson_interval(43, 100);
 /// assert!((lo - 0.3373330).abs() < 1e-6 && (hi - 0.5278461).abs() < 1e-6);
 /// assert_eq!(sandgym_trainer::wilson_interval(0, 0), (0.0, 1.0));
+/// assert_eq!(sandgym_trainer::wilson_interval(0, 3).0, 0.0);
+/// assert_eq!(sandgym_trainer::wilson_interval(3, 3).1, 1.0);
 /// ```
 pub fn wilson_interval(successes: usize, n: usize) -> (f64, f64) {
     if n == 0 {
@@ -112,7 +114,9 @@ pub fn wilson_interval(successes: usize, n: usize) -> (f64, f64) {
     let denominator = 1.0 + z2 / n;
     let centre = (p + z2 / (2.0 * n)) / denominator;
     let half = Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+    // The interval always holds p; the clamps to it only undo rounding (0 successes gave a
+    // lower end of 5.6e-17, above the rate).
+    ((centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0))
 }
 
 /// The episodes of an evaluation on `split`: seeds and reset options. For an env with a fixed
