@@ -80,3 +80,22 @@ fn the_baselines_scores_are_the_readmes() {
         says(&row);
     }
 }
+
+/// The README's comparison tables are what `sandgym compare` prints for the reports kept in
+/// `docs/compare/` (each the `compare.json` of the run the README names), so a number typed
+/// into the README, or a report changed without its table, fails here.
+#[test]
+fn the_comparison_tables_are_the_kept_reports() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/compare");
+    let mut reports = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let report: sandgym::comparison::Report = serde_json::from_str(&text).unwrap();
+            says(sandgym::comparison::markdown(&report).trim_end());
+            reports += 1;
+        }
+    }
+    assert!(reports >= 1, "no comparison report in {}", dir.display());
+}

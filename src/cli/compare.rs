@@ -4,15 +4,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sandgym::comparison::{CompareOptions, compare, markdown};
+use anyhow::Context;
+use sandgym::comparison::{CompareOptions, Report, compare, markdown};
 use sandgym::training::ModelChoice;
 
 /// Options of `sandgym compare`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The env (sql-agent-v0 or customer-service-v0: the envs that have a harness).
-    #[arg(long)]
-    env: String,
+    #[arg(long, required_unless_present = "report")]
+    env: Option<String>,
+    /// Print the tables of a kept report (a run's `compare.json`) instead of running one.
+    #[arg(long, conflicts_with_all = ["env", "init", "config", "json"])]
+    report: Option<PathBuf>,
     /// The model both approaches start from: a known pretrained model (`sandgym model
     /// list`), `tiny`, a `.gguf` file or a Hugging Face directory.
     #[arg(long, default_value = "smollm2-135m-instruct", conflicts_with = "init")]
@@ -54,8 +58,17 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.report {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a compare report", path.display()))?;
+        print!("{}", markdown(&report));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let env = args.env.clone().context("--env is required")?;
     let options = CompareOptions {
-        env: args.env.clone(),
+        env: env.clone(),
         model: ModelChoice {
             model: args.model.clone(),
             lora_rank: args.lora_rank,
@@ -65,7 +78,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         out: args
             .out
             .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("runs/compare-{}", args.env))),
+            .unwrap_or_else(|| PathBuf::from(format!("runs/compare-{env}"))),
         init: args.init.clone(),
         config: args.config.clone(),
         seed: args.seed,

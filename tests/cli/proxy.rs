@@ -111,6 +111,21 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     let table = sandgym::comparison::markdown(&written);
     assert!(table.contains("| env approach "), "{table}");
     assert!(table.contains("of 3 |"), "{table}");
+    let reprint = sandgym(&[
+        "compare",
+        "--report",
+        out.join("compare.json").to_str().unwrap(),
+    ]);
+    assert_success(&reprint);
+    assert_eq!(String::from_utf8_lossy(&reprint.stdout), table);
+    // A file that is not a report is a clear error.
+    let bad = sandgym(&["compare", "--report", config.to_str().unwrap()]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("is not a compare report"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 
     // `train --source proxy`: the same proxy path as a training run of its own.
     let px = out.join("px");
