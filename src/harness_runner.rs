@@ -193,21 +193,6 @@ impl HarnessRunner {
         &self.db
     }
 
-    /// The options episodes reset with.
-    pub fn options(&self) -> &ResetOptions {
-        &self.options
-    }
-
-    /// The same runner with episodes reset with `options` (e.g. the test split to evaluate).
-    pub fn set_options(&mut self, options: ResetOptions) {
-        self.options = options;
-    }
-
-    /// The harness's settings.
-    pub fn harness(&mut self) -> &mut HarnessConfig {
-        &mut self.harness
-    }
-
     /// Plays `jobs` (`(group, seed)`) as harness runs through the proxy, tagged
     /// `{prefix}-{index}`, and posts each run's reward.
     pub fn play(&self, prefix: &str, jobs: &[(usize, u64)]) -> Vec<HarnessRun> {

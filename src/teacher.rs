@@ -171,11 +171,6 @@ impl Teacher {
         Ok(())
     }
 
-    /// Forgets every assigned rollout.
-    pub fn clear(&self) {
-        lock(&self.state.scripts).clear();
-    }
-
     /// Calls answered (notes included).
     pub fn answers(&self) -> usize {
         self.state.answers.load(Ordering::Relaxed)
