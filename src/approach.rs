@@ -18,7 +18,7 @@ use sandgym_trainer::{
 use serde::Serialize;
 
 use crate::env_api::{ResetOptions, Split};
-use crate::harness_runner::{HarnessRun, HarnessRunner, HarnessTotals};
+use crate::harness_runner::{HarnessRun, HarnessRunner, HarnessTotals, trace_ids};
 use crate::policy::{ActionLimits, Cpu, PolicyModel, Tokenizer};
 
 /// The code the environment refactor wrote to integrate a bundled env: the non-blank,
@@ -177,10 +177,7 @@ impl ProxyApproach {
         let runs = self.play(&format!("it{iter}"), &jobs);
         let rollout_s = clock.elapsed().as_secs_f64();
         let harness = HarnessTotals::of(&runs);
-        let ids: Vec<(String, usize, u64)> = runs
-            .iter()
-            .map(|r| (r.rollout.clone(), r.group, r.seed))
-            .collect();
+        let ids = trace_ids(&runs);
         let store = TraceStore::open(self.runner.db())?;
         let (per_run, traces) = self.reader.read(&store, &ids)?;
         let played: Vec<_> = per_run

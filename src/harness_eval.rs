@@ -13,7 +13,7 @@ use crate::EnvTarget;
 use crate::approach::ProxySettings;
 use crate::env_api::Split;
 use crate::evaluation::DEFAULT_EPISODES;
-use crate::harness_runner::{HarnessRunner, HarnessTotals};
+use crate::harness_runner::{HarnessRunner, HarnessTotals, trace_ids};
 use crate::policy::{Cpu, PolicyModel, Tokenizer};
 
 /// A policy's figures inside the harness.
@@ -66,10 +66,7 @@ pub fn harness_eval(
             reward: r.reward,
         })
         .collect();
-    let ids: Vec<(String, usize, u64)> = runs
-        .iter()
-        .map(|r| (r.rollout.clone(), r.group, r.seed))
-        .collect();
+    let ids = trace_ids(&runs);
     let mut reader = TraceReader::new(tokenizer.clone(), settings.limits);
     let (_, traces) = reader.read(&TraceStore::open(db)?, &ids)?;
     Ok(HarnessEval {

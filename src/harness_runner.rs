@@ -269,6 +269,15 @@ impl HarnessRunner {
     }
 }
 
+/// The `(rollout, group, seed)` of each run, as [`TraceReader::read`] takes them.
+///
+/// [`TraceReader::read`]: sandgym_proxy::TraceReader::read
+pub fn trace_ids(runs: &[HarnessRun]) -> Vec<(String, usize, u64)> {
+    runs.iter()
+        .map(|r| (r.rollout.clone(), r.group, r.seed))
+        .collect()
+}
+
 /// The rollout id of job `index` of a [`HarnessRunner::play`] tagged `prefix`.
 ///
 /// ```

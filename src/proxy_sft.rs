@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::EnvTarget;
 use crate::approach::ProxySettings;
 use crate::env_api::{ResetOptions, Split};
-use crate::harness_runner::{HarnessRunner, HarnessTotals, rollout_id};
+use crate::harness_runner::{HarnessRunner, HarnessTotals, rollout_id, trace_ids};
 use crate::policy::Tokenizer;
 use crate::teacher::Teacher;
 
@@ -75,10 +75,7 @@ pub fn teacher_samples(
         .collect();
     teacher.assign(target, &options, &rollouts)?;
     let runs = runner.play("sft", &jobs);
-    let ids: Vec<(String, usize, u64)> = runs
-        .iter()
-        .map(|r| (r.rollout.clone(), r.group, r.seed))
-        .collect();
+    let ids = trace_ids(&runs);
     let mut reader = TraceReader::new(tokenizer.clone(), settings.limits);
     let (per_run, traces) = reader.read(&TraceStore::open(db)?, &ids)?;
     let mut data = TeacherData {

@@ -20,10 +20,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use sandgym_chat_api::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
+use sandgym_chat_api::ChatRequest;
 use sandgym_proxy::chat;
 use sandgym_proxy::http::{self, HttpError, Request, Response, Server};
 
@@ -235,41 +234,15 @@ fn completion(state: &State, request: &Request) -> Result<Vec<u8>, HttpError> {
                 .map(|(&id, _)| id),
         );
     }
-    let logprobs = ids
-        .iter()
-        .map(|&t| {
-            let token = state.tokenizer.decode(&[t]).unwrap_or_default();
-            TokenLogprob {
-                bytes: Some(token.as_bytes().to_vec()),
-                token,
-                logprob: 0.0,
-                top_logprobs: Vec::new(),
-            }
-        })
-        .collect();
-    let created = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let response = ChatResponse {
-        id: format!("teacher-{number}"),
-        object: "chat.completion".into(),
-        created,
-        model: chat.model.clone(),
-        choices: vec![Choice {
-            index: 0,
-            message,
-            finish_reason: Some(finish.into()),
-            logprobs: Some(Logprobs { content: logprobs }),
-            token_ids: Some(ids.clone()),
-        }],
-        usage: Some(Usage {
-            prompt_tokens: prompt.len() as u32,
-            completion_tokens: ids.len() as u32,
-            total_tokens: (prompt.len() + ids.len()) as u32,
-        }),
-        prompt_token_ids: Some(prompt),
-        extra: Default::default(),
-    };
+    let response = chat::response(
+        &state.tokenizer,
+        format!("teacher-{number}"),
+        chat.model.clone(),
+        prompt,
+        (message, finish),
+        &ids,
+        &vec![0.0; ids.len()],
+    );
     serde_json::to_vec(&response).map_err(|e| HttpError::new(500, e.to_string()))
 }
 

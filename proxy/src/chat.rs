@@ -2,7 +2,7 @@
 //! decoding constraint), messages become the chat template's token ids, and a generated
 //! action becomes an assistant message with `tool_calls`.
 
-use sandgym_chat_api::ChatRequest;
+use sandgym_chat_api::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
 use sandgym_chat_api::{FunctionCall, Message, ToolCall, ToolDef};
 use sandgym_env_api::{Action, ActionBody, Schema, ToolSpec};
 use sandgym_policy::{ActionLimits, Role, Template, Tokenizer, ToolCallGrammar, canonical_json};
@@ -237,5 +237,56 @@ pub fn assistant_message(text: &str, call_id: &str) -> (Message, &'static str) {
             },
             "length",
         ),
+    }
+}
+
+/// A whole answer in the chat-completions format, with what vLLM's `return_token_ids` adds:
+/// the prompt's ids (`prompt_token_ids`), the completion's ids (`choices[0].token_ids`) and
+/// each completion token's log-prob (`choices[0].logprobs`), tokens decoded with `tokenizer`.
+/// `extra` is empty; the caller adds its own fields.
+pub fn response(
+    tokenizer: &Tokenizer,
+    id: String,
+    model: String,
+    prompt: Vec<u32>,
+    (message, finish): (Message, &str),
+    ids: &[u32],
+    logprobs: &[f32],
+) -> ChatResponse {
+    let content = ids
+        .iter()
+        .zip(logprobs)
+        .map(|(&t, &logprob)| {
+            let token = tokenizer.decode(&[t]).unwrap_or_default();
+            TokenLogprob {
+                bytes: Some(token.as_bytes().to_vec()),
+                token,
+                logprob,
+                top_logprobs: Vec::new(),
+            }
+        })
+        .collect();
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    ChatResponse {
+        id,
+        object: "chat.completion".into(),
+        created,
+        model,
+        choices: vec![Choice {
+            index: 0,
+            message,
+            finish_reason: Some(finish.into()),
+            logprobs: Some(Logprobs { content }),
+            token_ids: Some(ids.to_vec()),
+        }],
+        usage: Some(Usage {
+            prompt_tokens: prompt.len() as u32,
+            completion_tokens: ids.len() as u32,
+            total_tokens: (prompt.len() + ids.len()) as u32,
+        }),
+        prompt_token_ids: Some(prompt),
+        extra: Default::default(),
     }
 }

@@ -15,10 +15,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use sandgym_chat_api::{ChatRequest, ChatResponse, Choice, Logprobs, TokenLogprob, Usage};
+use sandgym_chat_api::ChatRequest;
 use sandgym_policy::{ActionLimits, Cpu, PolicyModel, Sampled, Tokenizer, ToolCallGrammar};
 use serde_json::json;
 
@@ -581,48 +581,19 @@ fn completion(state: &State, http_request: &Request) -> Result<Vec<u8>, HttpErro
     if !sampled.finished {
         finish = "length";
     }
-    let logprobs = sampled
-        .tokens
-        .iter()
-        .zip(&sampled.logprobs)
-        .map(|(&t, &lp)| {
-            let token = state.tokenizer.decode(&[t]).unwrap_or_default();
-            TokenLogprob {
-                bytes: Some(token.as_bytes().to_vec()),
-                token,
-                logprob: lp,
-                top_logprobs: Vec::new(),
-            }
-        })
-        .collect();
-    let created = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let response = ChatResponse {
-        id: format!("chatcmpl-{number}"),
-        object: "chat.completion".into(),
-        created,
-        model: state.config.model_name.clone(),
-        choices: vec![Choice {
-            index: 0,
-            message,
-            finish_reason: Some(finish.into()),
-            logprobs: Some(Logprobs { content: logprobs }),
-            token_ids: Some(sampled.tokens.clone()),
-        }],
-        usage: Some(Usage {
-            prompt_tokens: prompt.len() as u32,
-            completion_tokens: sampled.tokens.len() as u32,
-            total_tokens: (prompt.len() + sampled.tokens.len()) as u32,
-        }),
-        prompt_token_ids: Some(prompt),
-        extra: [(
-            "policy_version".to_owned(),
-            serde_json::Value::String(route.served.version.clone()),
-        )]
-        .into_iter()
-        .collect(),
-    };
+    let mut response = chat::response(
+        &state.tokenizer,
+        format!("chatcmpl-{number}"),
+        state.config.model_name.clone(),
+        prompt,
+        (message, finish),
+        &sampled.tokens,
+        &sampled.logprobs,
+    );
+    response.extra.insert(
+        "policy_version".to_owned(),
+        serde_json::Value::String(route.served.version.clone()),
+    );
     Ok(serde_json::to_vec(&response).expect("response serialises"))
 }
 
