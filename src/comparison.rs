@@ -167,9 +167,14 @@ pub struct Side {
     pub sub_agent_calls: usize,
     /// History compressions (likewise).
     pub compressions: usize,
-    /// Harness runs that failed (HTTP or tool-service errors) during RL.
+    /// Harness runs that failed (HTTP or tool-service errors) during RL; their episodes are
+    /// treated as env failures are (left out by default).
     #[serde(default)]
     pub failed_runs: usize,
+    /// Harness runs whose reward never reached the proxy (a run that died before posting it):
+    /// nothing of them is trained.
+    #[serde(default)]
+    pub unrewarded_runs: usize,
     /// Latency the approach adds to a model call, median, ms (`null`: in-process).
     pub added_latency_p50_ms: Option<f64>,
     /// 99th percentile of it.
@@ -582,6 +587,7 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         sub_agent_calls: harness.sub_agent_calls,
         compressions: harness.compressions,
         failed_runs: harness.failed,
+        unrewarded_runs: traces.unrewarded,
         added_latency_p50_ms: Some(ms(percentile(&added, 0.5))),
         added_latency_p99_ms: Some(ms(percentile(&added, 0.99))),
         episodes_per_s: harness.runs as f64 / rollout_s.max(1e-9),
@@ -696,9 +702,9 @@ pub fn markdown(r: &Report) -> String {
             format!("{} / {}", p.sub_agent_calls, p.compressions),
         ),
         (
-            "RL: failed harness runs".into(),
-            e.failed_runs.to_string(),
-            p.failed_runs.to_string(),
+            "RL: failed harness runs (not trained on) / rewards never posted".into(),
+            format!("{} / {}", e.failed_runs, e.unrewarded_runs),
+            format!("{} / {}", p.failed_runs, p.unrewarded_runs),
         ),
         (
             "RL: added latency per call, p50 / p99 (ms)".into(),

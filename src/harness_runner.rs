@@ -253,7 +253,13 @@ impl HarnessRunner {
         run.reward = tools.reward();
         run.success = tools.success();
         run.env_steps = tools.steps();
-        let body = serde_json::json!({"reward": run.reward, "info": {"success": run.success}});
+        // A failed run's reward names its error: the trainer then treats its episodes as it
+        // treats env failures (left out by default), instead of as an ordinary failure.
+        let mut info = serde_json::json!({"success": run.success});
+        if let Err(e) = &run.outcome {
+            info["error"] = e.clone().into();
+        }
+        let body = serde_json::json!({"reward": run.reward, "info": info});
         let url = format!("http://{}/rollouts/{rollout}/reward", self.proxy.addr());
         let posted = ureq::post(&url)
             .header("content-type", "application/json")
@@ -285,4 +291,62 @@ pub fn trace_ids(runs: &[HarnessRun]) -> Vec<(String, usize, u64)> {
 /// ```
 pub fn rollout_id(prefix: &str, index: usize) -> String {
     format!("{prefix}-{index}")
+}
+
+#[cfg(test)]
+mod tests {
+    use sandgym_policy::ActionLimits;
+    use sandgym_proxy::{TraceReader, TraceStore};
+
+    use super::*;
+    use crate::teacher::Teacher;
+
+    fn runner(upstream: &str, db: &Path) -> HarnessRunner {
+        HarnessRunner::start(
+            "customer-service-v0",
+            upstream,
+            db,
+            HarnessConfig::new("http://unset/v1"),
+            1,
+            ResetOptions::default(),
+        )
+        .unwrap()
+    }
+
+    /// A run that fails mid-run posts its error with its reward, and reading the traces marks
+    /// it failed; a run whose reward never reaches the proxy is counted unrewarded. Neither
+    /// gives an ordinary episode to train on.
+    #[test]
+    fn failed_and_unrewarded_runs_are_counted_not_trained_as_ordinary_episodes() {
+        let dir = std::env::temp_dir().join(format!("sandgym-runner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tokenizer = crate::training::default_tokenizer().unwrap();
+        let mut reader = TraceReader::new(tokenizer.clone(), ActionLimits::default());
+        // A teacher that was assigned no rollout answers the harness's first call with a 404:
+        // the call is recorded, the harness fails, the reward says why.
+        let teacher = Teacher::start(tokenizer, ActionLimits::default()).unwrap();
+        let db = dir.join("failed.db");
+        let runs = runner(&teacher.url(), &db).play("t", &[(0, 3)]);
+        let error = runs[0].outcome.clone().unwrap_err();
+        let store = TraceStore::open(&db).unwrap();
+        assert_eq!(store.calls("t-0").unwrap().len(), 1);
+        let reward = store.reward("t-0").unwrap().expect("a posted reward");
+        assert_eq!(reward.info["error"], error.as_str());
+        let (episodes, stats) = reader.read(&store, &trace_ids(&runs)).unwrap();
+        assert_eq!((stats.failed, stats.unrewarded), (1, 0), "{stats:?}");
+        assert!(
+            episodes[0].is_empty(),
+            "its one call was refused: nothing to learn from"
+        );
+        assert_eq!(HarnessTotals::of(&runs).failed, 1);
+        // A dead upstream: nothing answered, nothing recorded, no reward to post.
+        let db = dir.join("dead.db");
+        let runs = runner("http://127.0.0.1:9", &db).play("d", &[(0, 3)]);
+        assert!(runs[0].outcome.is_err());
+        let store = TraceStore::open(&db).unwrap();
+        let (episodes, stats) = reader.read(&store, &trace_ids(&runs)).unwrap();
+        assert_eq!((stats.failed, stats.unrewarded), (0, 1), "{stats:?}");
+        assert!(episodes[0].is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

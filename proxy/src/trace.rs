@@ -54,6 +54,11 @@ pub struct TraceStats {
     pub rollouts: usize,
     /// Rollouts without a posted reward (left out).
     pub unrewarded: usize,
+    /// Rollouts whose reward names a failure of the harness run (`info.error`: a crash, a
+    /// tool-service or HTTP error mid-run); their episodes carry it as their `error`, so the
+    /// trainer treats them as it treats env failures (`rollout.on_env_error`).
+    #[serde(default)]
+    pub failed: usize,
     /// Calls read.
     pub calls: usize,
     /// Calls whose tokens are in an episode exactly as sampled.
@@ -75,6 +80,7 @@ impl TraceStats {
     pub fn merge(&mut self, other: &TraceStats) {
         self.rollouts += other.rollouts;
         self.unrewarded += other.unrewarded;
+        self.failed += other.failed;
         self.calls += other.calls;
         self.calls_exact += other.calls_exact;
         self.calls_unusable += other.calls_unusable;
@@ -271,7 +277,10 @@ impl TraceReader {
     }
 
     /// The episodes of every rollout in `rollouts` (`(id, group, seed)`) found in `store`, one
-    /// list per rollout in order; rollouts without a reward are counted and get no episodes.
+    /// list per rollout in order; rollouts without a reward are counted and get no episodes
+    /// (a harness that died, or a proxy killed, before the reward was posted: what was
+    /// answered stays in the store, nothing of it is trained). A reward whose `info.error`
+    /// names a failed run marks that run's episodes with the error.
     pub fn read(
         &mut self,
         store: &TraceStore,
@@ -293,7 +302,13 @@ impl TraceReader {
                 sandgym_env_api::Done::Terminated,
                 reward.reward,
             );
-            let (eps, s) = self.episodes(&calls, reward.reward, success, *group, *seed);
+            let (mut eps, mut s) = self.episodes(&calls, reward.reward, success, *group, *seed);
+            if let Some(error) = info.get("error").and_then(|e| e.as_str()) {
+                s.failed = 1;
+                for e in &mut eps {
+                    e.error = Some(error.to_owned());
+                }
+            }
             if let Some(short) = eps.iter().find(|e| e.tokens.len() < 2) {
                 return Err(ProxyError::Trace {
                     rollout: id.clone(),

@@ -139,6 +139,9 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
     assert_eq!(summary["backend"], "wasm");
     assert_eq!(summary["episodes"], 8);
     assert!(summary["steps"].as_u64().unwrap() >= 8, "{summary}");
+    // Under the default limits no episode ends on an env failure (the sandbox's time or memory
+    // limit, a trap): a real-size database answers every query of the baseline.
+    assert_eq!(summary["failed_episodes"], 0, "{summary}");
     // Every test task once: the file holds 4 (tasks 3, 6, 9 and 12).
     let every = sandgym(&[
         "run",
@@ -154,6 +157,7 @@ fn the_sql_env_runs_on_a_users_sqlite_dump() {
     assert_success(&every);
     let summary: serde_json::Value = serde_json::from_slice(&every.stdout).unwrap();
     assert_eq!(summary["episodes"], 4, "{summary}");
+    assert_eq!(summary["failed_episodes"], 0, "{summary}");
     let (lo, hi) = (
         summary["success_ci95"][0].as_f64().unwrap(),
         summary["success_ci95"][1].as_f64().unwrap(),

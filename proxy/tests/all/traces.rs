@@ -135,23 +135,62 @@ fn run_harness_from(
 ) -> Vec<Outcome> {
     (from..from + runs)
         .map(|i| {
-            let mut config = HarnessConfig::new(s.proxy.base_url(&format!("run{i}")));
-            config.max_tokens = 48;
-            config.max_turns = 6;
-            config.history_chars = history;
-            let client = ChatClient::new(&config);
-            let mut tools = FakeTools::new(answer);
-            let outcome = Harness::support(config)
-                .run(&client, &mut tools, "What is alpha?")
-                .expect("the harness runs");
-            let (status, _) = post(
-                &format!("http://{}/rollouts/run{i}/reward", s.proxy.addr()),
-                r#"{"reward": 1.0}"#,
-            );
-            assert_eq!(status, 200);
+            let outcome = play(s, i, history, answer);
+            post_reward(s, i, r#"{"reward": 1.0}"#);
             outcome
         })
         .collect()
+}
+
+/// One harness run `run{i}` through the proxy, its reward not posted.
+fn play(s: &Setup, i: usize, history: usize, answer: usize) -> Outcome {
+    let mut config = HarnessConfig::new(s.proxy.base_url(&format!("run{i}")));
+    config.max_tokens = 48;
+    config.max_turns = 6;
+    config.history_chars = history;
+    let client = ChatClient::new(&config);
+    let mut tools = FakeTools::new(answer);
+    Harness::support(config)
+        .run(&client, &mut tools, "What is alpha?")
+        .expect("the harness runs")
+}
+
+fn post_reward(s: &Setup, i: usize, body: &str) {
+    let (status, _) = post(
+        &format!("http://{}/rollouts/run{i}/reward", s.proxy.addr()),
+        body,
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn runs_that_died_or_failed_are_counted_and_never_trained_as_ordinary_episodes() {
+    let s = setup("died");
+    // run0 ends normally; run1 dies before posting its reward (a crashed harness, a killed
+    // proxy); run2's harness failed mid-run and says so in its reward.
+    let calls: Vec<usize> = (0..3)
+        .map(|i| play(&s, i, 100_000, 20).model_calls)
+        .collect();
+    post_reward(&s, 0, r#"{"reward": 1.0, "info": {"success": true}}"#);
+    post_reward(
+        &s,
+        2,
+        r#"{"reward": 0.0, "info": {"success": false, "error": "tool service: connection reset"}}"#,
+    );
+    let (episodes, stats) = read(&s, 3);
+    assert_eq!(stats.rollouts, 2, "{stats:?}");
+    assert_eq!(stats.unrewarded, 1, "{stats:?}");
+    assert_eq!(stats.failed, 1, "{stats:?}");
+    // What run1 was answered stays in the store, and none of it becomes an episode.
+    let store = TraceStore::open(&s.db).unwrap();
+    assert_eq!(store.calls("run1").unwrap().len(), calls[1]);
+    assert!(episodes[1].is_empty());
+    assert!(!episodes[0].is_empty() && episodes[0].iter().all(|e| e.error.is_none()));
+    assert!(!episodes[2].is_empty());
+    for e in &episodes[2] {
+        assert_eq!(e.error.as_deref(), Some("tool service: connection reset"));
+    }
+    assert_eq!(stats.calls, calls[0] + calls[2]);
 }
 
 #[test]
