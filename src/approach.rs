@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_harnesses::HarnessConfig;
-use sandgym_proxy::{PolicyServer, Proxy, ServerConfig, TraceReader, TraceStats, TraceStore};
+use sandgym_proxy::{
+    PolicyServer, Proxy, Samples, ServerConfig, TraceReader, TraceStats, TraceStore, stitch,
+};
 use sandgym_trainer::{
     IterMetrics, RolloutStats, SampleJournal, TrainConfig, Trainer, iteration_jobs,
     rollout_settings,
@@ -60,6 +62,8 @@ pub struct ProxyIteration {
     pub harness: HarnessTotals,
     /// What the traces held.
     pub traces: TraceStats,
+    /// Turns trained behind a context they were not sampled in (stitched samples only).
+    pub moved_turns: usize,
     /// Seconds the harness runs took.
     pub rollout_s: f64,
 }
@@ -71,6 +75,7 @@ pub struct ProxyApproach {
     server: PolicyServer,
     runner: HarnessRunner,
     reader: TraceReader,
+    samples: Samples,
 }
 
 /// Settings of the proxy approach.
@@ -84,6 +89,8 @@ pub struct ProxySettings {
     pub limits: ActionLimits,
     /// Most prompt tokens the server accepts.
     pub max_context: usize,
+    /// How a run whose context broke into segments is trained.
+    pub samples: Samples,
 }
 
 impl ProxySettings {
@@ -102,6 +109,7 @@ impl ProxySettings {
             harness,
             limits: rollout_settings(config).limits,
             max_context: config.rollout.max_context * 2,
+            samples: Samples::default(),
         }
     }
 
@@ -141,6 +149,7 @@ impl ProxyApproach {
             server,
             runner,
             reader: TraceReader::new(tokenizer, settings.limits),
+            samples: settings.samples,
         })
     }
 
@@ -179,7 +188,19 @@ impl ProxyApproach {
         let harness = HarnessTotals::of(&runs);
         let ids = trace_ids(&runs);
         let store = TraceStore::open(self.runner.db())?;
-        let (per_run, traces) = self.reader.read(&store, &ids)?;
+        let (mut per_run, traces) = self.reader.read(&store, &ids)?;
+        let mut moved_turns = 0;
+        if self.samples == Samples::Stitched {
+            let max_tokens = trainer.policy_config().context_length;
+            per_run = per_run
+                .into_iter()
+                .map(|segments| {
+                    let s = stitch(segments, max_tokens);
+                    moved_turns += s.moved_turns;
+                    s.episodes
+                })
+                .collect();
+        }
         let played: Vec<_> = per_run
             .iter()
             .filter_map(|eps| eps.last().cloned())
@@ -204,6 +225,7 @@ impl ProxyApproach {
             metrics,
             harness,
             traces,
+            moved_turns,
             rollout_s,
         })
     }

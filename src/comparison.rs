@@ -19,7 +19,7 @@ use crate::evaluation::DEFAULT_EPISODES;
 use crate::harness_eval::{HarnessEval, harness_eval};
 use crate::harness_runner::HarnessTotals;
 use crate::policy::{Cpu, CpuTrain, PolicyModel, Tokenizer, load};
-use crate::proxy::{Drift, TraceStats, TraceStore};
+use crate::proxy::{Drift, Samples, TraceStats, TraceStore};
 use crate::proxy_sft::{TeacherData, teacher_samples};
 use crate::trainer::plot::{Series, line_chart};
 use crate::trainer::{
@@ -56,6 +56,8 @@ pub struct CompareOptions {
     /// Test episodes each final policy is evaluated on in each place (`None`: every test
     /// task once); 0 skips the evaluation.
     pub eval_episodes: Option<usize>,
+    /// How the proxy approach trains a run whose context broke into segments.
+    pub proxy_samples: Samples,
 }
 
 /// How an approach's policy was prepared before RL.
@@ -175,6 +177,13 @@ pub struct Side {
     /// nothing of them is trained.
     #[serde(default)]
     pub unrewarded_runs: usize,
+    /// How runs whose context broke were trained (`null` in the env approach, whose episodes
+    /// never break).
+    #[serde(default)]
+    pub samples: Option<Samples>,
+    /// Turns trained behind a context they were not sampled in (stitched samples).
+    #[serde(default)]
+    pub moved_turns: usize,
     /// Latency the approach adds to a model call, median, ms (`null`: in-process).
     pub added_latency_p50_ms: Option<f64>,
     /// 99th percentile of it.
@@ -269,7 +278,10 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         model,
         tokenizer,
     };
-    let proxy_settings = ProxySettings::for_config(&config, args.concurrency);
+    let proxy_settings = ProxySettings {
+        samples: args.proxy_samples,
+        ..ProxySettings::for_config(&config, args.concurrency)
+    };
 
     // The env approach: SFT on the env's demonstrations, then RL in the env's rollout engine,
     // envs in the WASM sandbox.
@@ -407,7 +419,12 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         },
         proxy_approach: Side {
             warm_start: proxy_warm,
-            ..proxy_side(&proxy_history, &TraceStore::open(&db)?, proxy_wall)?
+            ..proxy_side(
+                &proxy_history,
+                &TraceStore::open(&db)?,
+                args.proxy_samples,
+                proxy_wall,
+            )?
         },
     };
 
@@ -557,7 +574,12 @@ fn env_side(env: &str, history: &[IterMetrics], wall_s: f64) -> Side {
     }
 }
 
-fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> anyhow::Result<Side> {
+fn proxy_side(
+    history: &[ProxyIteration],
+    store: &TraceStore,
+    samples: Samples,
+    wall_s: f64,
+) -> anyhow::Result<Side> {
     let mut traces = TraceStats::default();
     let mut harness = HarnessTotals::default();
     for it in history {
@@ -588,6 +610,8 @@ fn proxy_side(history: &[ProxyIteration], store: &TraceStore, wall_s: f64) -> an
         compressions: harness.compressions,
         failed_runs: harness.failed,
         unrewarded_runs: traces.unrewarded,
+        samples: Some(samples),
+        moved_turns: history.iter().map(|it| it.moved_turns).sum(),
         added_latency_p50_ms: Some(ms(percentile(&added, 0.5))),
         added_latency_p99_ms: Some(ms(percentile(&added, 0.99))),
         episodes_per_s: harness.runs as f64 / rollout_s.max(1e-9),
@@ -695,6 +719,12 @@ pub fn markdown(r: &Report) -> String {
             "RL: drift (new context / compression / re-tokenisation)".into(),
             drift(e),
             drift(p),
+        ),
+        (
+            "RL: runs across drift trained as (turns moved behind another context)".into(),
+            "one sequence per episode".into(),
+            // Reports kept from before the choice existed trained segments.
+            format!("{} ({})", p.samples.unwrap_or_default(), p.moved_turns),
         ),
         (
             "RL: sub-agent calls / history compressions kept".into(),

@@ -20,6 +20,7 @@ pub mod judge;
 pub mod published;
 mod recorder;
 mod server;
+mod stitch;
 mod store;
 #[cfg(test)]
 mod test_model;
@@ -32,5 +33,6 @@ pub use follow::{
 };
 pub use recorder::{Proxy, ProxyConfig};
 pub use server::{Controls, DeploymentStatus, PolicyServer, Served, ServerConfig, ShadowRecord};
+pub use stitch::{Samples, Stitched, stitch};
 pub use store::{CallRecord, RewardRecord, TraceStore, TraceWriter, VersionOutcome};
 pub use trace::{Drift, TraceReader, TraceStats};

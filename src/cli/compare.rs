@@ -51,6 +51,11 @@ pub struct Args {
     /// test task once; 0 skips the evaluation).
     #[arg(long)]
     eval_episodes: Option<usize>,
+    /// How the proxy approach trains a run whose context broke (a sub-agent, a compressed
+    /// history): `segments` (each its own sample, in the context it was sampled in) or
+    /// `stitched` (one sample per run, later segments behind the earlier ones).
+    #[arg(long, default_value = "segments")]
+    proxy_samples: sandgym::proxy::Samples,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
@@ -84,6 +89,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         concurrency: args.concurrency,
         eval_episodes: args.eval_episodes,
+        proxy_samples: args.proxy_samples,
     };
     let report = compare(&options, &mut |approach, m, traces| {
         let traces = traces.map_or(String::new(), |t| {

@@ -7,7 +7,9 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     // Both approaches on the SQL agent from the tiny model: each warm-started on 6 train
     // tasks (the env's demonstrations; the harness's traces with the demonstrator as
     // teacher), one iteration of 2 tasks x 2 rollouts, each final policy evaluated on 3 test
-    // tasks in the env and in the harness.
+    // tasks in the env and in the harness. The proxy approach trains each run's segments
+    // stitched into one sample (the default, one sample per segment, is `train --source
+    // proxy`'s below).
     let out = tmp("compare");
     let config = out.with_extension("json");
     std::fs::write(
@@ -30,6 +32,8 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         config.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
+        "--proxy-samples",
+        "stitched",
         "--json",
     ]);
     assert_success(&run);
@@ -55,6 +59,11 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     );
     assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
     assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
+    // Stitched, every turn after a run's first break moved behind another context, and
+    // every sampled token still reached the update (above).
+    assert_eq!(proxy["samples"], "stitched", "{report}");
+    assert!(proxy["moved_turns"].as_u64().unwrap() >= 4, "{report}");
+    assert!(env["samples"].is_null(), "{report}");
     // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero
     // median means the timing is not measured.
     let (p50, p99) = (
