@@ -43,7 +43,7 @@ const PRESETS: &[Preset] = &[
     // thoughts (up to 96 characters) name the request and the fact each decision turns on, two
     // epochs in minibatches of 8; then one GRPO iteration of 4 tasks × 4 rollouts, one
     // optimiser step (a thought and a reply in one action: room for both). Measured on the 90
-    // test tasks (README, Training): 0.833 success against the baseline's 0.778 (29 min at
+    // test tasks (README, Training): 0.833 success against the baseline's 0.778 (23 min at
     // this version); SFT on the successful ones among 256 baseline episodes, without
     // thoughts, had given 0.222. Passes of one episode: the episodes are long (~800 tokens
     // with every turn), so a pass of 8 held ~9.5 GB of attention activations and was slower
