@@ -79,9 +79,6 @@ pub fn stitch(segments: Vec<Episode>, max_tokens: usize) -> Stitched {
             Some(episode) if episode.tokens.len() + segment.tokens.len() <= max_tokens => {
                 let offset = episode.tokens.len();
                 out.moved_turns += segment.turns.len();
-                for t in &mut episode.turns {
-                    t.reward = 0.0;
-                }
                 episode.tokens.append(&mut segment.tokens);
                 episode.loss_mask.append(&mut segment.loss_mask);
                 episode.logprobs.append(&mut segment.logprobs);
@@ -92,16 +89,12 @@ pub fn stitch(segments: Vec<Episode>, max_tokens: usize) -> Stitched {
                     reward: t.reward,
                 }));
             }
-            _ => {
-                // The reward goes on the rollout's last turn only; a later episode takes it.
-                if let Some(previous) = out.episodes.last_mut()
-                    && let Some(t) = previous.turns.last_mut()
-                {
-                    t.reward = 0.0;
-                }
-                out.episodes.push(segment);
-            }
+            _ => out.episodes.push(segment),
         }
+    }
+    // The rollout's reward once, on its very last turn.
+    for t in out.episodes.iter_mut().flat_map(|e| e.turns.iter_mut()) {
+        t.reward = 0.0;
     }
     if let Some(t) = out.episodes.last_mut().and_then(|e| e.turns.last_mut()) {
         t.reward = reward;
