@@ -56,8 +56,11 @@ pub struct CompareOptions {
     /// Test episodes each final policy is evaluated on in each place (`None`: every test
     /// task once); 0 skips the evaluation.
     pub eval_episodes: Option<usize>,
-    /// How the proxy approach trains a run whose context broke into segments.
-    pub proxy_samples: Samples,
+    /// How the proxy approach trains a run whose context broke into segments: the first kind
+    /// is the report's `proxy_approach`; each further kind trains the proxy approach again from
+    /// the same warm start, with the same RL budget and seeds (`proxy_alternatives`), so the
+    /// kinds are compared on one starting point. Not empty, no kind twice.
+    pub proxy_samples: Vec<Samples>,
 }
 
 /// How an approach's policy was prepared before RL.
@@ -228,6 +231,10 @@ pub struct Report {
     pub env_approach: Side,
     /// The proxy approach.
     pub proxy_approach: Side,
+    /// The proxy approach again from the same warm start, each training runs whose context
+    /// broke as another kind of sample (`compare --proxy-samples segments,stitched`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxy_alternatives: Vec<Side>,
 }
 
 /// One iteration of one approach, as it finishes: `"env"` or `"proxy"`, its metrics and, for
@@ -241,8 +248,28 @@ struct Start {
     tokenizer: Tokenizer,
 }
 
+/// What every approach's run shares.
+struct Shared<'a> {
+    args: &'a CompareOptions,
+    target: &'a EnvTarget,
+    config: &'a TrainConfig,
+    start: &'a Start,
+}
+
 /// Runs both approaches and writes `compare.json` and `compare-reward.png` into `args.out`.
 pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::Result<Report> {
+    let Some((&first_samples, other_samples)) = args.proxy_samples.split_first() else {
+        anyhow::bail!("--proxy-samples names no kind of sample (segments, stitched)");
+    };
+    anyhow::ensure!(
+        !other_samples.contains(&first_samples)
+            && other_samples
+                .iter()
+                .enumerate()
+                .all(|(i, s)| !other_samples[..i].contains(s)),
+        "--proxy-samples names a kind twice: {:?}",
+        args.proxy_samples
+    );
     let target = EnvTarget::new(args.env.clone());
     let preset_model = match &args.init {
         Some(dir) => {
@@ -279,7 +306,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         tokenizer,
     };
     let proxy_settings = ProxySettings {
-        samples: args.proxy_samples,
+        samples: first_samples,
         ..ProxySettings::for_config(&config, args.concurrency)
     };
 
@@ -372,40 +399,40 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         };
         (model, Some(warm))
     };
-    let clock = Instant::now();
-    let envs = env_batch(&target, Backend::Native, config.episodes_per_iter())?;
-    let mut trainer = Trainer::<CpuTrain>::new(
-        &out.join("proxy"),
-        new_run(
-            args,
-            &target,
-            &config,
-            &start,
-            proxy_model,
-            envs,
-            EpisodeSource::Proxy,
-        ),
-        device,
+    let shared = Shared {
+        args,
+        target: &target,
+        config: &config,
+        start: &start,
+    };
+    let (proxy_rl_side, proxy_final) = proxy_rl(
+        &shared,
+        proxy_model.clone(),
+        &proxy_settings,
+        "proxy",
+        &mut *on_iteration,
     )?;
-    let db = out.join("proxy").join("traces.db");
-    let mut approach = ProxyApproach::start(
-        &args.env,
-        trainer.inference_model(),
-        start.tokenizer.clone(),
-        &db,
-        proxy_settings.clone(),
-    )?;
-    let mut proxy_history: Vec<ProxyIteration> = Vec::new();
-    while !trainer.finished() {
-        let it = approach.iteration(&mut trainer)?;
-        on_iteration("proxy", &it.metrics, Some(&it.traces));
-        proxy_history.push(it);
+    let mut alternatives = Vec::new();
+    for &samples in other_samples {
+        let name = format!("proxy-{samples}");
+        let settings = ProxySettings {
+            samples,
+            ..proxy_settings.clone()
+        };
+        let (side, model) = proxy_rl(
+            &shared,
+            proxy_model.clone(),
+            &settings,
+            &name,
+            &mut *on_iteration,
+        )?;
+        let side = Side {
+            warm_start: proxy_warm.clone(),
+            ..side
+        };
+        alternatives.push((name, side, model));
     }
-    crate::trainer::write_plots(trainer.out())?;
-    let proxy_wall = clock.elapsed().as_secs_f64();
-    let proxy_final = trainer.inference_model();
-    drop(approach);
-    drop(trainer);
+    drop(proxy_model);
 
     let mut report = Report {
         env: args.env.clone(),
@@ -419,21 +446,25 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         },
         proxy_approach: Side {
             warm_start: proxy_warm,
-            ..proxy_side(
-                &proxy_history,
-                &TraceStore::open(&db)?,
-                args.proxy_samples,
-                proxy_wall,
-            )?
+            ..proxy_rl_side
         },
+        proxy_alternatives: Vec::new(),
     };
+    let mut finals = vec![
+        ("env".to_owned(), env_final),
+        ("proxy".to_owned(), proxy_final),
+    ];
+    for (name, side, model) in alternatives {
+        report.proxy_alternatives.push(side);
+        finals.push((name, model));
+    }
 
     // Each final policy in both places, on the same test episodes.
     if args.eval_episodes != Some(0) {
-        for (name, model, side) in [
-            ("env", env_final, &mut report.env_approach),
-            ("proxy", proxy_final, &mut report.proxy_approach),
-        ] {
+        let sides = std::iter::once(&mut report.env_approach)
+            .chain(std::iter::once(&mut report.proxy_approach))
+            .chain(report.proxy_alternatives.iter_mut());
+        for ((name, model), side) in finals.into_iter().zip(sides) {
             eprintln!("evaluating the {name} approach's policy in the env …");
             side.in_env = Some(env_eval(
                 &target,
@@ -468,16 +499,92 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         &out.join("compare-reward.png"),
         "mean reward per iteration",
         "iteration",
-        &[
-            curve("env approach", &report.env_approach.reward_curve),
-            curve("proxy approach", &report.proxy_approach.reward_curve),
-        ],
+        &report
+            .sides()
+            .iter()
+            .map(|(name, side)| curve(name, &side.reward_curve))
+            .collect::<Vec<_>>(),
     )?;
     std::fs::write(
         out.join("compare.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
     Ok(report)
+}
+
+impl Report {
+    /// Each trained policy's name and figures: the env approach, then the proxy approach once
+    /// per kind of sample it was trained with (named by the kind when there are several).
+    pub fn sides(&self) -> Vec<(String, &Side)> {
+        let mut sides = vec![("env approach".to_owned(), &self.env_approach)];
+        let proxies = std::iter::once(&self.proxy_approach).chain(&self.proxy_alternatives);
+        for side in proxies {
+            let name = if self.proxy_alternatives.is_empty() {
+                "proxy approach".to_owned()
+            } else {
+                // Reports kept from before the choice existed trained segments.
+                format!("proxy approach, {}", side.samples.unwrap_or_default())
+            };
+            sides.push((name, side));
+        }
+        sides
+    }
+}
+
+/// RL of the proxy approach from `model` through the harness, the policy server and the
+/// recording proxy, training runs whose context broke as `settings.samples`, in the run
+/// directory `name` under the comparison's: its side of the report (without the warm start)
+/// and its final policy.
+fn proxy_rl(
+    shared: &Shared<'_>,
+    model: PolicyModel<CpuTrain>,
+    settings: &ProxySettings,
+    name: &str,
+    on_iteration: OnIteration<'_>,
+) -> anyhow::Result<(Side, PolicyModel<Cpu>)> {
+    let Shared {
+        args,
+        target,
+        config,
+        start,
+    } = shared;
+    let clock = Instant::now();
+    let dir = args.out.join(name);
+    let envs = env_batch(target, Backend::Native, config.episodes_per_iter())?;
+    let mut trainer = Trainer::<CpuTrain>::new(
+        &dir,
+        new_run(
+            args,
+            target,
+            config,
+            start,
+            model,
+            envs,
+            EpisodeSource::Proxy,
+        ),
+        Default::default(),
+    )?;
+    let db = dir.join("traces.db");
+    let mut approach = ProxyApproach::start(
+        &args.env,
+        trainer.inference_model(),
+        start.tokenizer.clone(),
+        &db,
+        settings.clone(),
+    )?;
+    let mut history: Vec<ProxyIteration> = Vec::new();
+    while !trainer.finished() {
+        let it = approach.iteration(&mut trainer)?;
+        on_iteration(name, &it.metrics, Some(&it.traces));
+        history.push(it);
+    }
+    crate::trainer::write_plots(trainer.out())?;
+    let wall_s = clock.elapsed().as_secs_f64();
+    let last = trainer.inference_model();
+    drop(approach);
+    drop(trainer);
+    let side = proxy_side(&history, &TraceStore::open(&db)?, settings.samples, wall_s)?;
+    Ok((side, last))
 }
 
 /// A new run of one approach from `model`, with the shared starting point's tokenizer.
@@ -629,7 +736,7 @@ fn proxy_side(
 /// Markdown, so `sandgym compare` prints exactly what the README holds (a test checks the
 /// README's tables against the `compare.json` they came from).
 pub fn markdown(r: &Report) -> String {
-    let (e, p) = (&r.env_approach, &r.proxy_approach);
+    let sides = r.sides();
     let cell = |c: &Option<Cell>| {
         c.as_ref().map_or("-".to_owned(), |c| {
             format!(
@@ -643,9 +750,9 @@ pub fn markdown(r: &Report) -> String {
         "evaluated in the env",
         "evaluated in the harness",
     ]);
-    for (name, side) in [("env approach", e), ("proxy approach", p)] {
+    for (name, side) in &sides {
         grid.add_row(vec![
-            name.to_owned(),
+            name.clone(),
             cell(&side.in_env),
             cell(&side.in_harness),
         ]);
@@ -669,31 +776,51 @@ pub fn markdown(r: &Report) -> String {
             s.drift, s.drift_new_context, s.drift_compressed, s.drift_retokenised
         )
     };
-    let rows: Vec<(String, String, String)> = vec![
+    let each = |f: &dyn Fn(&Side) -> String| sides.iter().map(|(_, s)| f(s)).collect::<Vec<_>>();
+    // The env approach's episodes are one token sequence each; every other column is the
+    // proxy approach's.
+    let trained_as: Vec<String> = sides
+        .iter()
+        .enumerate()
+        .map(|(i, (_, s))| {
+            if i == 0 {
+                "one sequence per episode".to_owned()
+            } else {
+                format!("{} ({})", s.samples.unwrap_or_default(), s.moved_turns)
+            }
+        })
+        .collect();
+    let in_harness_calls = |s: &Side| {
+        harness(&s.in_harness, &|c, h| {
+            format!(
+                "{} / {} / {}",
+                c.model_calls, h.sub_agent_calls, h.compressions
+            )
+        })
+    };
+    let rows: Vec<(String, Vec<String>)> = vec![
         (
             "lines written or changed to integrate".into(),
-            e.integration_lines.to_string(),
-            p.integration_lines.to_string(),
+            each(&|s| s.integration_lines.to_string()),
         ),
         (
             "warm start: samples".into(),
-            warm(e, &|w| w.samples.to_string()),
-            warm(p, &|w| w.samples.to_string()),
+            each(&|s| warm(s, &|w| w.samples.to_string())),
         ),
         (
             "warm start: wall time (s)".into(),
-            warm(e, &|w| format!("{:.0}", w.wall_s)),
-            warm(p, &|w| format!("{:.0}", w.wall_s)),
+            each(&|s| warm(s, &|w| format!("{:.0}", w.wall_s))),
         ),
         (
             "warm start: teacher's harness runs solved / notes / unusable calls".into(),
-            "-".into(),
-            warm(p, &|w| {
-                w.teacher.as_ref().map_or("-".into(), |t| {
-                    format!(
-                        "{} of {} / {} / {}",
-                        t.solved, t.runs.runs, t.notes, t.traces.calls_unusable
-                    )
+            each(&|s| {
+                warm(s, &|w| {
+                    w.teacher.as_ref().map_or("-".into(), |t| {
+                        format!(
+                            "{} of {} / {} / {}",
+                            t.solved, t.runs.runs, t.notes, t.traces.calls_unusable
+                        )
+                    })
                 })
             }),
         ),
@@ -702,93 +829,71 @@ pub fn markdown(r: &Report) -> String {
                 "RL: {} iterations × {} episodes, model calls",
                 r.iters, r.episodes_per_iter
             ),
-            e.model_calls.to_string(),
-            p.model_calls.to_string(),
+            each(&|s| s.model_calls.to_string()),
         ),
         (
             "RL: calls captured exactly (token ids as sampled)".into(),
-            e.calls_captured_exactly.to_string(),
-            p.calls_captured_exactly.to_string(),
+            each(&|s| s.calls_captured_exactly.to_string()),
         ),
         (
             "RL: generated tokens / captured exactly".into(),
-            format!("{} / {}", e.generated_tokens, e.tokens_captured_exactly),
-            format!("{} / {}", p.generated_tokens, p.tokens_captured_exactly),
+            each(&|s| format!("{} / {}", s.generated_tokens, s.tokens_captured_exactly)),
         ),
         (
             "RL: drift (new context / compression / re-tokenisation)".into(),
-            drift(e),
-            drift(p),
+            each(&drift),
         ),
         (
             "RL: runs across drift trained as (turns moved behind another context)".into(),
-            "one sequence per episode".into(),
-            // Reports kept from before the choice existed trained segments.
-            format!("{} ({})", p.samples.unwrap_or_default(), p.moved_turns),
+            trained_as,
         ),
         (
             "RL: sub-agent calls / history compressions kept".into(),
-            format!("{} / {}", e.sub_agent_calls, e.compressions),
-            format!("{} / {}", p.sub_agent_calls, p.compressions),
+            each(&|s| format!("{} / {}", s.sub_agent_calls, s.compressions)),
         ),
         (
             "RL: failed harness runs (not trained on) / rewards never posted".into(),
-            format!("{} / {}", e.failed_runs, e.unrewarded_runs),
-            format!("{} / {}", p.failed_runs, p.unrewarded_runs),
+            each(&|s| format!("{} / {}", s.failed_runs, s.unrewarded_runs)),
         ),
         (
             "RL: added latency per call, p50 / p99 (ms)".into(),
-            opt(e.added_latency_p50_ms),
-            format!(
-                "{} / {}",
-                opt(p.added_latency_p50_ms),
-                opt(p.added_latency_p99_ms)
-            ),
+            each(&|s| match s.added_latency_p50_ms {
+                None => opt(None),
+                p50 => format!("{} / {}", opt(p50), opt(s.added_latency_p99_ms)),
+            }),
         ),
         (
             "RL: wall time (s)".into(),
-            format!("{:.0}", e.wall_s),
-            format!("{:.0}", p.wall_s),
+            each(&|s| format!("{:.0}", s.wall_s)),
         ),
         (
             "RL: mean reward, iteration 1 → last".into(),
-            ends(&e.reward_curve),
-            ends(&p.reward_curve),
+            each(&|s| ends(&s.reward_curve)),
         ),
         (
             "RL: success, iteration 1 → last".into(),
-            ends(&e.success_curve),
-            ends(&p.success_curve),
+            each(&|s| ends(&s.success_curve)),
         ),
         (
             "in the harness: model calls / sub-agent calls / compressions".into(),
-            harness(&e.in_harness, &|c, h| {
-                format!(
-                    "{} / {} / {}",
-                    c.model_calls, h.sub_agent_calls, h.compressions
-                )
-            }),
-            harness(&p.in_harness, &|c, h| {
-                format!(
-                    "{} / {} / {}",
-                    c.model_calls, h.sub_agent_calls, h.compressions
-                )
-            }),
+            each(&in_harness_calls),
         ),
         (
             "in the harness: drift (new context / compression / re-tokenisation)".into(),
-            harness(&e.in_harness, &|_, h| drift_of(&h.drift)),
-            harness(&p.in_harness, &|_, h| drift_of(&h.drift)),
+            each(&|s| harness(&s.in_harness, &|_, h| drift_of(&h.drift))),
         ),
         (
             "in the harness: failed runs".into(),
-            harness(&e.in_harness, &|c, _| c.errors.to_string()),
-            harness(&p.in_harness, &|c, _| c.errors.to_string()),
+            each(&|s| harness(&s.in_harness, &|c, _| c.errors.to_string())),
         ),
     ];
-    let mut costs = crate::table::new(&["", "env approach", "proxy approach"]);
-    for (k, a, b) in rows {
-        costs.add_row(vec![k, a, b]);
+    let mut header = vec![""];
+    header.extend(sides.iter().map(|(name, _)| name.as_str()));
+    let mut costs = crate::table::new(&header);
+    for (k, values) in rows {
+        let mut row = vec![k];
+        row.extend(values);
+        costs.add_row(row);
     }
     format!("{grid}\n\n{costs}\n")
 }

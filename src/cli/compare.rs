@@ -53,9 +53,11 @@ pub struct Args {
     eval_episodes: Option<usize>,
     /// How the proxy approach trains a run whose context broke (a sub-agent, a compressed
     /// history): `segments` (each its own sample, in the context it was sampled in) or
-    /// `stitched` (one sample per run, later segments behind the earlier ones).
-    #[arg(long, default_value = "segments")]
-    proxy_samples: sandgym::proxy::Samples,
+    /// `stitched` (one sample per run, later segments behind the earlier ones); both,
+    /// comma-separated (`segments,stitched`), train the proxy approach once per kind from the
+    /// same warm start and report each.
+    #[arg(long, default_value = "segments", value_delimiter = ',')]
+    proxy_samples: Vec<sandgym::proxy::Samples>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
@@ -89,7 +91,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         concurrency: args.concurrency,
         eval_episodes: args.eval_episodes,
-        proxy_samples: args.proxy_samples,
+        proxy_samples: args.proxy_samples.clone(),
     };
     let report = compare(&options, &mut |approach, m, traces| {
         let traces = traces.map_or(String::new(), |t| {

@@ -7,9 +7,8 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     // Both approaches on the SQL agent from the tiny model: each warm-started on 6 train
     // tasks (the env's demonstrations; the harness's traces with the demonstrator as
     // teacher), one iteration of 2 tasks x 2 rollouts, each final policy evaluated on 3 test
-    // tasks in the env and in the harness. The proxy approach trains each run's segments
-    // stitched into one sample (the default, one sample per segment, is `train --source
-    // proxy`'s below).
+    // tasks in the env and in the harness. The proxy approach trains from its warm start
+    // twice: each segment of a run its own sample, and each run's segments stitched into one.
     let out = tmp("compare");
     let config = out.with_extension("json");
     std::fs::write(
@@ -33,7 +32,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "--out",
         out.to_str().unwrap(),
         "--proxy-samples",
-        "stitched",
+        "segments,stitched",
         "--json",
     ]);
     assert_success(&run);
@@ -59,11 +58,26 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     );
     assert!(proxy["sub_agent_calls"].as_u64().unwrap() >= 4, "{report}");
     assert!(proxy["drift"].as_u64().unwrap() >= 4, "{report}");
-    // Stitched, every turn after a run's first break moved behind another context, and
-    // every sampled token still reached the update (above).
-    assert_eq!(proxy["samples"], "stitched", "{report}");
-    assert!(proxy["moved_turns"].as_u64().unwrap() >= 4, "{report}");
+    // As segments, every turn is trained in the context it was sampled in; stitched, from the
+    // same warm start, every turn after a run's first break moved behind another context, and
+    // every sampled token still reached the update.
+    assert_eq!(proxy["samples"], "segments", "{report}");
+    assert_eq!(proxy["moved_turns"], 0, "{report}");
     assert!(env["samples"].is_null(), "{report}");
+    let alternatives = report["proxy_alternatives"].as_array().unwrap();
+    assert_eq!(alternatives.len(), 1, "{report}");
+    let stitched = &alternatives[0];
+    assert_eq!(stitched["samples"], "stitched", "{report}");
+    assert!(stitched["moved_turns"].as_u64().unwrap() >= 4, "{report}");
+    let calls = stitched["model_calls"].as_u64().unwrap();
+    assert!(calls >= 8, "{report}");
+    assert_eq!(stitched["calls_captured_exactly"], calls, "{report}");
+    assert_eq!(
+        stitched["tokens_captured_exactly"], stitched["generated_tokens"],
+        "{report}"
+    );
+    assert_eq!(stitched["warm_start"], proxy["warm_start"], "{report}");
+    assert!(out.join("proxy-stitched/traces.db").exists());
     // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero
     // median means the timing is not measured.
     let (p50, p99) = (
@@ -93,7 +107,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     assert_eq!(teacher["traces"]["drift"]["new_context"], 6, "{report}");
     assert_eq!(proxy["warm_start"]["samples"], 12, "{report}");
     // The 2x2: each final policy on the same 3 test tasks in the env and in the harness.
-    for side in [env, proxy] {
+    for side in [env, proxy, stitched] {
         for place in ["in_env", "in_harness"] {
             assert_eq!(side[place]["episodes"], 3, "{place}: {report}");
             let rate = side[place]["success_rate"].as_f64().unwrap();
@@ -119,6 +133,7 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
     let table = sandgym::comparison::markdown(&written);
     assert!(table.contains("| env approach "), "{table}");
+    assert!(table.contains("| proxy approach, stitched "), "{table}");
     assert!(table.contains("of 3 |"), "{table}");
     let reprint = sandgym(&[
         "compare",
@@ -135,6 +150,26 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
+    // A kind of sample named twice, or one that does not exist, is refused before any work.
+    for kinds in ["segments,segments", "segments,spliced"] {
+        let bad = sandgym(&[
+            "compare",
+            "--env",
+            "sql-agent-v0",
+            "--model",
+            "tiny",
+            "--out",
+            out.join("bad").to_str().unwrap(),
+            "--proxy-samples",
+            kinds,
+        ]);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert!(!bad.status.success(), "{kinds}: {stderr}");
+        assert!(
+            stderr.contains("names a kind twice") || stderr.contains("unknown sample kind"),
+            "{kinds}: {stderr}"
+        );
+    }
 
     // `train --source proxy`: the same proxy path as a training run of its own.
     let px = out.join("px");
