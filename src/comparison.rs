@@ -61,6 +61,11 @@ pub struct CompareOptions {
     /// the same warm start, with the same RL budget and seeds (`proxy_alternatives`), so the
     /// kinds are compared on one starting point. Not empty, no kind twice.
     pub proxy_samples: Vec<Samples>,
+    /// The harness's history budget in characters, beyond which it elides its oldest tool
+    /// outputs (`None`: [`ProxySettings::for_config`]'s, twice the model's context in tokens,
+    /// which the bundled envs' conversations stay under). It applies wherever the harness
+    /// runs: the teacher's traces, RL and the evaluations in the harness.
+    pub history_chars: Option<usize>,
 }
 
 /// How an approach's policy was prepared before RL.
@@ -227,6 +232,10 @@ pub struct Report {
     pub iters: u32,
     /// Episodes (harness runs) per iteration.
     pub episodes_per_iter: usize,
+    /// The harness's history budget, characters (`null` in reports kept from before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_chars: Option<usize>,
     /// The env approach.
     pub env_approach: Side,
     /// The proxy approach.
@@ -258,6 +267,10 @@ struct Shared<'a> {
 
 /// Runs both approaches and writes `compare.json` and `compare-reward.png` into `args.out`.
 pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        args.history_chars != Some(0),
+        "--history-chars must be at least 1 (the harness's history budget in characters)"
+    );
     let Some((&first_samples, other_samples)) = args.proxy_samples.split_first() else {
         anyhow::bail!("--proxy-samples names no kind of sample (segments, stitched)");
     };
@@ -305,10 +318,13 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         model,
         tokenizer,
     };
-    let proxy_settings = ProxySettings {
+    let mut proxy_settings = ProxySettings {
         samples: first_samples,
         ..ProxySettings::for_config(&config, args.concurrency)
     };
+    if let Some(chars) = args.history_chars {
+        proxy_settings.harness.history_chars = chars;
+    }
 
     // The env approach: SFT on the env's demonstrations, then RL in the env's rollout engine,
     // envs in the WASM sandbox.
@@ -440,6 +456,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         algo: args.algo.name().to_owned(),
         iters: config.schedule.iters,
         episodes_per_iter: config.episodes_per_iter(),
+        history_chars: Some(proxy_settings.harness.history_chars),
         env_approach: Side {
             warm_start: env_warm,
             ..env_side(&args.env, &env_history, env_wall)
@@ -798,7 +815,7 @@ pub fn markdown(r: &Report) -> String {
             )
         })
     };
-    let rows: Vec<(String, Vec<String>)> = vec![
+    let mut rows: Vec<(String, Vec<String>)> = vec![
         (
             "lines written or changed to integrate".into(),
             each(&|s| s.integration_lines.to_string()),
@@ -887,6 +904,15 @@ pub fn markdown(r: &Report) -> String {
             each(&|s| harness(&s.in_harness, &|c, _| c.errors.to_string())),
         ),
     ];
+    if let Some(chars) = r.history_chars {
+        rows.insert(
+            0,
+            (
+                "harness history budget (characters)".into(),
+                each(&|_| chars.to_string()),
+            ),
+        );
+    }
     let mut header = vec![""];
     header.extend(sides.iter().map(|(name, _)| name.as_str()));
     let mut costs = crate::table::new(&header);

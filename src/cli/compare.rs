@@ -58,6 +58,13 @@ pub struct Args {
     /// same warm start and report each.
     #[arg(long, default_value = "segments", value_delimiter = ',')]
     proxy_samples: Vec<sandgym::proxy::Samples>,
+    /// The harness's history budget in characters, beyond which it elides its oldest tool
+    /// outputs (default: twice the model's context in tokens, which the bundled envs'
+    /// conversations stay under). A smaller budget makes the harness compress, the case where
+    /// its context handling matters; it applies to the teacher's traces, RL and the
+    /// evaluations in the harness.
+    #[arg(long)]
+    history_chars: Option<usize>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
@@ -92,6 +99,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         eval_episodes: args.eval_episodes,
         proxy_samples: args.proxy_samples.clone(),
+        history_chars: args.history_chars,
     };
     let report = compare(&options, &mut |approach, m, traces| {
         let traces = traces.map_or(String::new(), |t| {

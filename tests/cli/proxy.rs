@@ -252,6 +252,93 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
 }
 
 #[test]
+fn compare_with_a_harness_that_compresses_its_history() {
+    // The support harness with a history budget its conversations outgrow: it elides old
+    // tool outputs, and each elision is a break of the token sequence that the teacher's
+    // traces, RL and the evaluation in the harness count as compression drift.
+    let out = tmp("compare-compress");
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0},
+            "sft": {"episodes": 0, "demonstrations": 4, "epochs": 1}}"#,
+    )
+    .unwrap();
+    let run = sandgym(&[
+        "compare",
+        "--env",
+        "customer-service-v0",
+        "--model",
+        "tiny",
+        "--iters",
+        "1",
+        "--eval-episodes",
+        "2",
+        "--history-chars",
+        "600",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_success(&run);
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(report["history_chars"], 600, "{report}");
+    let proxy = &report["proxy_approach"];
+    // The demonstrator answers every call, so each of its runs reaches the tool calls whose
+    // outputs outgrow the budget.
+    let teacher = &proxy["warm_start"]["teacher"];
+    assert_eq!(teacher["solved"], 4, "{report}");
+    let compressed = teacher["traces"]["drift"]["compressed"].as_u64().unwrap();
+    assert!(compressed >= 4, "{report}");
+    assert!(
+        teacher["runs"]["compressions"].as_u64().unwrap() >= compressed,
+        "{report}"
+    );
+    // Each compressed context is a segment of its own: more samples than runs × 2 contexts.
+    assert!(
+        proxy["warm_start"]["samples"].as_u64().unwrap() >= 8 + compressed,
+        "{report}"
+    );
+    // The budget is printed with the tables; in the harness both policies met compression.
+    let table = sandgym::comparison::markdown(
+        &serde_json::from_value::<sandgym::comparison::Report>(report.clone()).unwrap(),
+    );
+    let budget = table
+        .lines()
+        .find(|l| l.starts_with("| harness history budget (characters) "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = budget
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(cells[1..], ["600", "600"], "{table}");
+    // Every compression the harness made is found in its traces as a compression break: in RL
+    // and in the evaluation in the harness, whichever policy answered.
+    assert_eq!(proxy["drift_compressed"], proxy["compressions"], "{report}");
+    for side in ["env_approach", "proxy_approach"] {
+        let h = &report[side]["in_harness"]["harness"];
+        assert_eq!(
+            h["drift"]["compressed"], h["compressions"],
+            "{side}: {report}"
+        );
+    }
+    // A budget of 0 is refused before any work.
+    let bad = sandgym(&[
+        "compare",
+        "--env",
+        "customer-service-v0",
+        "--history-chars",
+        "0",
+        "--out",
+        out.join("bad").to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--history-chars must be at least 1"));
+}
+#[test]
 fn bench_proxy_reports_added_latency_and_loses_nothing() {
     let out = sandgym(&[
         "bench",
