@@ -42,7 +42,8 @@ pub struct CompareOptions {
     pub algo: Algo,
     /// Training iterations of each approach (`None`: the preset's).
     pub iters: Option<u32>,
-    /// Output directory: `env/` and `proxy/` runs, `compare.json`, `compare-reward.png`.
+    /// Output directory: `env/` and `proxy/` runs (each with its warm start in `sft/`), a
+    /// `proxy-<kind>/` run per further kind of sample, `compare.json`, `compare-reward.png`.
     pub out: PathBuf,
     /// Start both approaches from this policy (a run or policy directory) instead of
     /// preparing each with its own SFT.
@@ -346,6 +347,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
             wall_s: clock.elapsed().as_secs_f64(),
             teacher: None,
         };
+        keep_warm_start(&out.join("env"), &start, &model)?;
         (model, Some(warm))
     };
     let clock = Instant::now();
@@ -413,6 +415,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
             wall_s: clock.elapsed().as_secs_f64(),
             teacher: Some(data),
         };
+        keep_warm_start(&out.join("proxy"), &start, &model)?;
         (model, Some(warm))
     };
     let shared = Shared {
@@ -602,6 +605,18 @@ fn proxy_rl(
     drop(trainer);
     let side = proxy_side(&history, &TraceStore::open(&db)?, settings.samples, wall_s)?;
     Ok((side, last))
+}
+
+/// Saves an approach's warm start as its run's `sft/` (as `sandgym train` keeps its own), so
+/// that RL can be paired with its starting point (`sandgym eval --compare RUN/sft RUN`).
+fn keep_warm_start(
+    run: &std::path::Path,
+    start: &Start,
+    model: &PolicyModel<CpuTrain>,
+) -> anyhow::Result<()> {
+    let dir = RunDir::new(run).sft();
+    crate::policy::checkpoint::save(dir.path(), &start.policy_config, model, &start.tokenizer)
+        .with_context(|| format!("saving the warm start into {}", dir.path().display()))
 }
 
 /// A new run of one approach from `model`, with the shared starting point's tokenizer.

@@ -78,6 +78,10 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     );
     assert_eq!(stitched["warm_start"], proxy["warm_start"], "{report}");
     assert!(out.join("proxy-stitched/traces.db").exists());
+    // Each warm start is kept beside its run, as `train` keeps its own.
+    for run in ["env", "proxy"] {
+        assert!(out.join(run).join("sft/config.json").is_file(), "{run}");
+    }
     // The proxy's own work per call (parsing, forwarding, recording) takes tens of µs: a zero
     // median means the timing is not measured.
     let (p50, p99) = (
