@@ -68,6 +68,10 @@ pub struct RunMeta {
     /// The servers the env was played on (`--env-hosts`), if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_hosts: Vec<String>,
+    /// How a proxy-source run trains a harness run whose context broke (`None`: as segments,
+    /// which every run made before the choice existed did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_samples: Option<crate::proxy::Samples>,
 }
 
 impl RunMeta {
@@ -83,6 +87,7 @@ impl RunMeta {
             source: EpisodeSource::Env,
             reward: target.reward.clone(),
             env_hosts: target.hosts.clone(),
+            proxy_samples: None,
         }
     }
 

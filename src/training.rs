@@ -247,6 +247,9 @@ pub struct RunPlan {
     pub device: crate::policy::DeviceKind,
     /// Where the episodes come from (recorded, so that a resumed run keeps it).
     pub source: crate::EpisodeSource,
+    /// How the proxy source trains runs whose context broke (recorded likewise; `None`: as
+    /// segments).
+    pub proxy_samples: Option<crate::proxy::Samples>,
 }
 
 impl RunPlan {
@@ -260,6 +263,7 @@ impl RunPlan {
             init: None,
             device: Default::default(),
             source: Default::default(),
+            proxy_samples: None,
         }
     }
 }
@@ -282,6 +286,7 @@ pub fn new_run<B: AutodiffBackend>(
         init,
         device: device_kind,
         source,
+        proxy_samples,
     } = plan;
     anyhow::ensure!(
         !(backend == Backend::Native && target.is_file()),
@@ -305,6 +310,7 @@ pub fn new_run<B: AutodiffBackend>(
         init: init.clone(),
         device: device_kind,
         source,
+        proxy_samples,
         ..crate::RunMeta::new(&target, choice.model.clone())
     };
     let start = sandgym_trainer::NewRun {

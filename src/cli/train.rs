@@ -94,6 +94,12 @@ pub struct Args {
     /// Harness runs at a time with `--source proxy`.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// With `--source proxy`, how a harness run whose context broke (a sub-agent, a compressed
+    /// history) is trained: `segments` (each its own sample, in the context it was sampled in;
+    /// the default) or `stitched` (one sample per run, later segments behind the earlier
+    /// ones). A resumed run keeps the choice it was started with.
+    #[arg(long, conflicts_with = "resume")]
+    proxy_samples: Option<sandgym::proxy::Samples>,
 }
 
 /// Runs the subcommand.
@@ -103,6 +109,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(dir) => RunMeta::read(dir)?.run.source,
         None => args.source,
     };
+    if args.proxy_samples.is_some() && source != EpisodeSource::Proxy {
+        anyhow::bail!("--proxy-samples applies to --source proxy (the env's episodes never break)");
+    }
     if source == EpisodeSource::Proxy {
         if args.reward.is_some() {
             anyhow::bail!(
@@ -195,6 +204,7 @@ fn build<B: AutodiffBackend>(args: &Args, device: B::Device) -> anyhow::Result<T
         plan.init = args.init.clone();
         plan.device = args.device;
         plan.source = args.source;
+        plan.proxy_samples = args.proxy_samples;
         sandgym::training::new_run::<B>(&out, plan, device)?
     };
     Ok(trainer)
@@ -235,17 +245,22 @@ fn train_proxy(args: &Args) -> anyhow::Result<ExitCode> {
     use sandgym::approach::{ProxyApproach, ProxySettings};
     let started = Instant::now();
     let mut trainer = build::<sandgym::policy::CpuTrain>(args, Default::default())?;
-    let env = RunMeta::read(trainer.out())?.run.env;
+    let meta = RunMeta::read(trainer.out())?.run;
     let c = trainer.config().clone();
+    let samples = meta.proxy_samples.unwrap_or_default();
     let mut approach = ProxyApproach::start(
-        &env.to_string(),
+        &meta.env.to_string(),
         trainer.inference_model(),
         trainer.tokenizer().clone(),
         &RunDir::new(trainer.out()).traces(),
-        ProxySettings::for_config(&c, args.concurrency),
+        ProxySettings {
+            samples,
+            ..ProxySettings::for_config(&c, args.concurrency)
+        },
     )?;
     eprintln!(
-        "proxy source: policy server {} behind the recording proxy {} (traces in {})",
+        "proxy source ({samples} samples): policy server {} behind the recording proxy {} \
+         (traces in {})",
         approach.server().url(),
         approach.proxy().addr(),
         approach.db().display()

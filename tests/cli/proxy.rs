@@ -185,6 +185,8 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "tiny",
         "--source",
         "proxy",
+        "--proxy-samples",
+        "stitched",
         "--iters",
         "1",
         "--config",
@@ -195,11 +197,16 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
         "0",
     ]);
     assert_success(&run);
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("proxy source (stitched samples)"),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let metrics = std::fs::read_to_string(px.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 1);
     let store = sandgym::proxy::TraceStore::open(&px.join("traces.db")).unwrap();
     assert!(store.count().unwrap() >= 8);
-    // Resumed, a proxy-source run stays on the proxy source.
+    // Resumed, a proxy-source run stays on the proxy source, with its kind of sample.
     let resumed = sandgym(&[
         "train",
         "--resume",
@@ -209,10 +216,22 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     ]);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
-    assert!(stderr.contains("proxy source"), "{stderr}");
+    assert!(
+        stderr.contains("proxy source (stitched samples)"),
+        "{stderr}"
+    );
     let bad = sandgym(&["train", "--env", "guess-number-v0", "--source", "proxy"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no harness"));
+    let bad = sandgym(&[
+        "train",
+        "--env",
+        "sql-agent-v0",
+        "--proxy-samples",
+        "stitched",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("applies to --source proxy"));
 
     // The trained policy behind `serve-policy`, recorded by `proxy`, both as processes.
     let ckpt = out.join("env");
