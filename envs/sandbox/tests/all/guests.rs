@@ -363,7 +363,15 @@ fn customer_service() {
 
 /// A reward plugin instance of `guest` with `config`, in the tests' tight sandbox.
 fn plugin(guest: Guest, config: serde_json::Value) -> sandgym_sandbox::WasmReward {
-    crate::sandbox()
+    plugin_in(crate::sandbox(), guest, config)
+}
+
+fn plugin_in(
+    sandbox: &sandgym_sandbox::Sandbox,
+    guest: Guest,
+    config: serde_json::Value,
+) -> sandgym_sandbox::WasmReward {
+    sandbox
         .load_reward(guest.wasm)
         .unwrap()
         .instantiate(config.as_object().unwrap())
@@ -473,6 +481,10 @@ fn hostile_reward() {
         refused.to_string().contains("refuses to be made"),
         "{refused}"
     );
+    let roomy = sandgym_sandbox::Sandbox::new(crate::test_config(
+        sandgym_sandbox::CpuLimit::Deadline(Duration::from_secs(10)),
+    ))
+    .unwrap();
     for (attack, says) in [
         ("loop", "time limit"),
         ("alloc", "memory limit"),
@@ -483,7 +495,16 @@ fn hostile_reward() {
         ("error", "fails on purpose"),
         ("huge-parts", "bytes to the host in one call"),
     ] {
-        let term = plugin(
+        // Filling 128 MiB takes longer than the shared sandbox's 300 ms on a loaded machine:
+        // the allocating plugin gets a deadline far past it, so that the memory limit is what
+        // stops it (as `unbounded_allocation_hits_the_memory_limit` does for an env).
+        let sandbox = if attack == "alloc" {
+            &roomy
+        } else {
+            crate::sandbox()
+        };
+        let term = plugin_in(
+            sandbox,
             sandgym_guest_artifacts::HOSTILE_REWARD,
             serde_json::json!({"attack": attack, "at": 2}),
         );
