@@ -275,14 +275,13 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
     let Some((&first_samples, other_samples)) = args.proxy_samples.split_first() else {
         anyhow::bail!("--proxy-samples names no kind of sample (segments, stitched)");
     };
+    let kinds = &args.proxy_samples;
     anyhow::ensure!(
-        !other_samples.contains(&first_samples)
-            && other_samples
-                .iter()
-                .enumerate()
-                .all(|(i, s)| !other_samples[..i].contains(s)),
-        "--proxy-samples names a kind twice: {:?}",
-        args.proxy_samples
+        kinds
+            .iter()
+            .enumerate()
+            .all(|(i, s)| !kinds[..i].contains(s)),
+        "--proxy-samples names a kind twice: {kinds:?}"
     );
     let target = EnvTarget::new(args.env.clone());
     let preset_model = match &args.init {

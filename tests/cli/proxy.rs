@@ -2,6 +2,51 @@
 
 use super::common::{assert_success, sandgym, spawn, tmp};
 
+/// `compare` of `env` from the tiny model into a fresh directory named after `name`: each
+/// approach warm-started on `demonstrations` train tasks, one iteration of 2 tasks x 2
+/// rollouts, each final policy evaluated on `eval_episodes` test tasks in both places, with
+/// `extra` arguments. Returns the output directory, the config file and the JSON report.
+fn tiny_compare(
+    name: &str,
+    env: &str,
+    demonstrations: usize,
+    eval_episodes: usize,
+    extra: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, serde_json::Value) {
+    let out = tmp(name);
+    let config = out.with_extension("json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"rollout": {{"tasks_per_iter": 2, "group_size": 2}}, "eval": {{"every": 0}},
+                "sft": {{"episodes": 0, "demonstrations": {demonstrations}, "epochs": 1}}}}"#
+        ),
+    )
+    .unwrap();
+    let eval_episodes = eval_episodes.to_string();
+    let mut args = vec![
+        "compare",
+        "--env",
+        env,
+        "--model",
+        "tiny",
+        "--iters",
+        "1",
+        "--eval-episodes",
+        &eval_episodes,
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let run = sandgym(&args);
+    assert_success(&run);
+    let report = serde_json::from_slice(&run.stdout).unwrap();
+    (out, config, report)
+}
+
 #[test]
 fn compare_then_serve_the_policy_behind_the_proxy() {
     // Both approaches on the SQL agent from the tiny model: each warm-started on 6 train
@@ -9,34 +54,13 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     // teacher), one iteration of 2 tasks x 2 rollouts, each final policy evaluated on 3 test
     // tasks in the env and in the harness. The proxy approach trains from its warm start
     // twice: each segment of a run its own sample, and each run's segments stitched into one.
-    let out = tmp("compare");
-    let config = out.with_extension("json");
-    std::fs::write(
-        &config,
-        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0},
-            "sft": {"episodes": 0, "demonstrations": 6, "epochs": 1}}"#,
-    )
-    .unwrap();
-    let run = sandgym(&[
+    let (out, config, report) = tiny_compare(
         "compare",
-        "--env",
         "sql-agent-v0",
-        "--model",
-        "tiny",
-        "--iters",
-        "1",
-        "--eval-episodes",
-        "3",
-        "--config",
-        config.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--proxy-samples",
-        "segments,stitched",
-        "--json",
-    ]);
-    assert_success(&run);
-    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        6,
+        3,
+        &["--proxy-samples", "segments,stitched"],
+    );
     let (env, proxy) = (&report["env_approach"], &report["proxy_approach"]);
     assert!(env["integration_lines"].as_u64().unwrap() > 100, "{report}");
     assert_eq!(proxy["integration_lines"], 0);
@@ -279,34 +303,13 @@ fn compare_with_a_harness_that_compresses_its_history() {
     // The support harness with a history budget its conversations outgrow: it elides old
     // tool outputs, and each elision is a break of the token sequence that the teacher's
     // traces, RL and the evaluation in the harness count as compression drift.
-    let out = tmp("compare-compress");
-    let config = out.with_extension("json");
-    std::fs::write(
-        &config,
-        r#"{"rollout": {"tasks_per_iter": 2, "group_size": 2}, "eval": {"every": 0},
-            "sft": {"episodes": 0, "demonstrations": 4, "epochs": 1}}"#,
-    )
-    .unwrap();
-    let run = sandgym(&[
-        "compare",
-        "--env",
+    let (out, config, report) = tiny_compare(
+        "compare-compress",
         "customer-service-v0",
-        "--model",
-        "tiny",
-        "--iters",
-        "1",
-        "--eval-episodes",
-        "2",
-        "--history-chars",
-        "600",
-        "--config",
-        config.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_success(&run);
-    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        4,
+        2,
+        &["--history-chars", "600"],
+    );
     assert_eq!(report["history_chars"], 600, "{report}");
     let proxy = &report["proxy_approach"];
     // The demonstrator answers every call, so each of its runs reaches the tool calls whose
@@ -360,6 +363,8 @@ fn compare_with_a_harness_that_compresses_its_history() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--history-chars must be at least 1"));
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_file(&config).unwrap();
 }
 #[test]
 fn bench_proxy_reports_added_latency_and_loses_nothing() {
