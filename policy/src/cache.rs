@@ -109,27 +109,87 @@ impl<B: Backend> SeqCache<B> {
         self.tokens.len() < prompt.len() && prompt.starts_with(&self.tokens)
     }
 
-    /// The valid slots' keys and values of each layer, `[1, kv_heads, len, head_dim]`.
-    fn compact(&self) -> Vec<(Tensor<B, 4>, Tensor<B, 4>)> {
-        let (cache, valid) = &*self.batch;
-        let slots: Vec<i64> = (0..valid[self.row].len())
-            .filter(|&j| valid[self.row][j])
-            .map(|j| j as i64)
+    /// The cache of the first `len` tokens alone (at most all of them): it shares this one's
+    /// memory and copies nothing.
+    pub fn prefix(&self, len: usize) -> Self {
+        Self {
+            tokens: self.tokens[..len.min(self.tokens.len())].to_vec(),
+            batch: self.batch.clone(),
+            row: self.row,
+        }
+    }
+
+    /// Row `row` of a batch cache, whose valid slots (`valid`) encode `tokens`, copied into a
+    /// cache of its own: it keeps none of the batch's memory alive.
+    ///
+    /// # Panics
+    /// When the count of valid slots is not the count of tokens, or a layer is empty.
+    pub fn copy_row(cache: &KvCache<B>, valid: &[bool], row: usize, tokens: Vec<u32>) -> Self {
+        assert_eq!(
+            valid.iter().filter(|&&v| v).count(),
+            tokens.len(),
+            "slots and tokens"
+        );
+        let layers = gather(cache, row, valid, tokens.len())
+            .into_iter()
+            .map(Some)
             .collect();
-        cache
+        let len = tokens.len();
+        Self {
+            tokens,
+            batch: Arc::new((KvCache::from_layers(layers), vec![vec![true; len]])),
+            row: 0,
+        }
+    }
+
+    /// The memory its tokens' keys and values take (of the batch it shares, its own slots).
+    pub fn bytes(&self) -> usize {
+        let (cache, _) = &*self.batch;
+        let per_token: usize = cache
             .layers
             .iter()
-            .map(|l| {
-                let (k, v) = l.kv.as_ref().expect("a filled cache");
-                let device = k.device();
-                let row = ints(vec![self.row as i64], &device);
-                let slots = ints(slots.clone(), &device);
-                let take =
-                    |t: &Tensor<B, 4>| t.clone().select(0, row.clone()).select(2, slots.clone());
-                (take(k), take(v))
+            .filter_map(|l| l.kv.as_ref())
+            .map(|(k, v)| {
+                let [_, hk, _, dk] = k.dims();
+                let [_, hv, _, dv] = v.dims();
+                hk * dk + hv * dv
             })
-            .collect()
+            .sum();
+        per_token * self.tokens.len() * std::mem::size_of::<B::FloatElem>()
     }
+
+    /// The keys and values of its tokens in each layer, `[1, kv_heads, len, head_dim]`.
+    fn compact(&self) -> Vec<(Tensor<B, 4>, Tensor<B, 4>)> {
+        let (cache, valid) = &*self.batch;
+        gather(cache, self.row, &valid[self.row], self.tokens.len())
+    }
+}
+
+/// The keys and values of the first `len` valid slots of row `row` of `cache`, per layer,
+/// `[1, kv_heads, len, head_dim]`.
+fn gather<B: Backend>(
+    cache: &KvCache<B>,
+    row: usize,
+    valid: &[bool],
+    len: usize,
+) -> Vec<(Tensor<B, 4>, Tensor<B, 4>)> {
+    let slots: Vec<i64> = (0..valid.len())
+        .filter(|&j| valid[j])
+        .take(len)
+        .map(|j| j as i64)
+        .collect();
+    cache
+        .layers
+        .iter()
+        .map(|l| {
+            let (k, v) = l.kv.as_ref().expect("a filled cache");
+            let device = k.device();
+            let row = ints(vec![row as i64], &device);
+            let slots = ints(slots.clone(), &device);
+            let take = |t: &Tensor<B, 4>| t.clone().select(0, row.clone()).select(2, slots.clone());
+            (take(k), take(v))
+        })
+        .collect()
 }
 
 /// A 1D integer tensor of `values`.

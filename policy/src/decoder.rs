@@ -10,9 +10,9 @@ use std::collections::VecDeque;
 use burn::tensor::backend::Backend;
 use sandgym_env_api::SplitMix64;
 
-use crate::cache::KvCache;
+use crate::cache::{KvCache, SeqCache};
 use crate::model::PolicyModel;
-use crate::prefill::{Prefill, ints, prefill};
+use crate::prefill::{PREFILL_SCORES, Prefill, ints, prefill, prefill_continuing};
 use crate::sample::{Sampled, draw, masked_log_softmax, rows};
 use crate::{PolicyError, Result, ToolCallMatcher};
 
@@ -58,6 +58,8 @@ struct Row {
     budget: usize,
     /// Tokens recorded but not yet fed to the model.
     queued: VecDeque<u32>,
+    /// The tokens its slots of the cache encode: its prompt, then each token fed.
+    fed: Vec<u32>,
     /// The row has ended; its sample has gone to [`Decoder::done`] and its slot of the
     /// cache waits to be dropped.
     ended: bool,
@@ -75,6 +77,7 @@ impl Row {
             top_p: request.top_p,
             budget: request.max_new_tokens,
             queued: VecDeque::new(),
+            fed: Vec::new(),
             ended: false,
             error: None,
         }
@@ -184,6 +187,9 @@ pub struct Decoder<'m, B: Backend> {
     rows: Vec<Row>,
     batch: Option<Batch<B>>,
     done: Vec<Done>,
+    /// Whether an ending row's keys and values are kept ([`Decoder::keep_caches`]).
+    keep: bool,
+    kept: Vec<(usize, SeqCache<B>)>,
 }
 
 impl<B: Backend> std::fmt::Debug for Decoder<'_, B> {
@@ -206,7 +212,22 @@ impl<'m, B: Backend> Decoder<'m, B> {
             rows: Vec::new(),
             batch: None,
             done: Vec::new(),
+            keep: false,
+            kept: Vec::new(),
         }
+    }
+
+    /// Keeps a copy of each ending row's keys and values (its prompt and the tokens fed
+    /// after it), for [`take_caches`](Self::take_caches): a later request that continues the
+    /// row's text can start from it ([`admit_continuing`](Self::admit_continuing)).
+    pub fn keep_caches(&mut self, keep: bool) {
+        self.keep = keep;
+    }
+
+    /// Takes the kept caches of the rows that have ended so far, by row id (a failed row
+    /// keeps none).
+    pub fn take_caches(&mut self) -> Vec<(usize, SeqCache<B>)> {
+        std::mem::take(&mut self.kept)
     }
 
     /// Rows still decoding.
@@ -228,6 +249,22 @@ impl<'m, B: Backend> Decoder<'m, B> {
         let device = self.device.clone();
         let model = self.model;
         self.admit_with(requests, |prompts| prefill(model, prompts, &device));
+    }
+
+    /// [`admit`](Self::admit) for requests whose prompts continue cached sequences: each
+    /// request's base must encode a strict prefix of its prompt ([`SeqCache::continues`]),
+    /// and only the rest of the prompt is encoded.
+    ///
+    /// # Panics
+    /// When a prompt is empty or its base does not continue it.
+    pub fn admit_continuing(&mut self, requests: Vec<(RowRequest, SeqCache<B>)>) {
+        let device = self.device.clone();
+        let model = self.model;
+        let (requests, bases): (Vec<_>, Vec<_>) = requests.into_iter().unzip();
+        self.admit_with(requests, |prompts| {
+            let bases: Vec<&SeqCache<B>> = bases.iter().collect();
+            prefill_continuing(model, &bases, prompts, PREFILL_SCORES, &device)
+        });
     }
 
     /// [`admit`](Self::admit) with the new rows' prompts (each extended by the tokens its
@@ -253,6 +290,7 @@ impl<'m, B: Backend> Decoder<'m, B> {
                 Ok(fed) => prompt.extend(fed),
                 Err(e) => row.error = Some(e),
             }
+            row.fed.clone_from(&prompt);
             new_rows.push(row);
             prompts.push(prompt);
         }
@@ -279,11 +317,20 @@ impl<'m, B: Backend> Decoder<'m, B> {
     /// Ends the rows that should end (`stop` is asked once per running row, by id), moving
     /// their samples to the done list.
     fn end_rows(&mut self, stop: &dyn Fn(usize) -> bool) {
-        for row in &mut self.rows {
+        for (i, row) in self.rows.iter_mut().enumerate() {
             if row.ended || !row.should_end(stop) {
                 continue;
             }
             row.ended = true;
+            if let Some(batch) = self
+                .batch
+                .as_ref()
+                .filter(|_| self.keep && row.error.is_none())
+            {
+                let fed = std::mem::take(&mut row.fed);
+                let seq = SeqCache::copy_row(&batch.cache, &batch.valid[i], i, fed);
+                self.kept.push((row.id, seq));
+            }
             let sampled = std::mem::take(&mut row.sampled);
             self.done.push(Done {
                 id: row.id,
@@ -363,8 +410,9 @@ impl<'m, B: Backend> Decoder<'m, B> {
             tokens.push(next.map_or(0, i64::from));
             positions.push(batch.next_pos[i]);
             batch.valid[i].push(next.is_some());
-            if next.is_some() {
+            if let Some(token) = next {
                 batch.next_pos[i] += 1;
+                row.fed.push(token);
             }
         }
         let out = self.model.forward(

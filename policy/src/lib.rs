@@ -34,6 +34,7 @@ mod loss;
 mod model;
 mod model_info;
 mod prefill;
+mod prefix_cache;
 pub mod pretrained;
 mod sample;
 mod template;
@@ -55,6 +56,7 @@ pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel, RowOutput};
 pub use prefill::{PREFILL_SCORES, Prefill, prefill, prefill_continuing, prefill_within};
+pub use prefix_cache::{MIN_REUSED, PrefixCache, PrefixStats};
 pub use sample::{
     RowControl, SampleConfig, Sampled, generate, generate_continuing, generate_with,
     masked_log_softmax, replay_masks, sequence_logprobs,

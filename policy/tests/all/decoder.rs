@@ -1,8 +1,8 @@
 //! Continuous batching: rows admitted into a running batch sample what they would alone.
 
 use sandgym_policy::{
-    ActionLimits, Decoder, RowRequest, SampleConfig, Sampled, ToolCallGrammar, generate,
-    sequence_logprobs,
+    ActionLimits, Decoder, PrefixCache, RowRequest, SampleConfig, Sampled, ToolCallGrammar,
+    generate, sequence_logprobs,
 };
 
 use crate::model::{Infer, config, select_device};
@@ -181,6 +181,68 @@ fn constrained_rows_finish_their_action_when_admitted_late() {
         assert!(d.constraint.unwrap().is_finished());
         // Log-probs under the masks recorded, from one full pass over the row alone.
         let full = sequence_logprobs(&model, &prompt(d.id), &s.tokens, &s.allowed, 1.0, &device);
+        for (a, b) in s.logprobs.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "row {}: cached {a} vs full {b}", d.id);
+        }
+    }
+}
+
+#[test]
+fn a_row_that_continues_a_kept_cache_samples_as_if_alone() {
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let mut decoder = Decoder::new(&model, 10_000, &device);
+    decoder.keep_caches(true);
+    let first: Vec<u32> = (20..60).collect();
+    decoder.admit(vec![request(0, first.clone(), 10, 1)]);
+    while !decoder.is_idle() {
+        decoder.step(&|_| false);
+    }
+    let sampled = decoder.done().remove(0).result.unwrap();
+    let mut kept = decoder.take_caches();
+    assert_eq!(kept.len(), 1);
+    let (id, seq) = kept.remove(0);
+    assert_eq!(id, 0);
+    // The prompt and every sampled token but the last, which was never fed.
+    let mut fed = first.clone();
+    fed.extend(&sampled.tokens[..sampled.tokens.len() - 1]);
+    assert_eq!(seq.tokens(), fed.as_slice());
+    let mut cache = PrefixCache::new(1 << 30);
+    cache.insert(seq, first.len());
+    // The conversation's next call: the whole first call, its answer and a tool result. And a
+    // call that shares only the first 35 tokens (an older turn rewritten).
+    let mut next = first.clone();
+    next.extend(&sampled.tokens);
+    next.extend([3, 4, 5, 6]);
+    let rewritten: Vec<u32> = (20..55).chain([8, 8, 8]).collect();
+    let mut bases = Vec::new();
+    for (id, prompt) in [(1, &next), (2, &rewritten)] {
+        let base = cache.lookup(prompt).expect("a shared prefix");
+        bases.push((request(id, prompt.clone(), 8, 7 + id as u64), base));
+    }
+    assert_eq!(bases[0].1.tokens().len(), fed.len());
+    assert_eq!(bases[1].1.tokens().len(), 35);
+    let stats = cache.stats();
+    assert_eq!((stats.lookups, stats.hits), (2, 2));
+    assert_eq!(stats.reused_tokens, (fed.len() + 35) as u64);
+    // Beside a row admitted fresh.
+    decoder.admit_continuing(bases);
+    decoder.admit(vec![request(3, vec![5, 9, 17], 8, 10)]);
+    let mut done = Vec::new();
+    while !decoder.is_idle() {
+        decoder.step(&|_| false);
+        done.extend(decoder.done());
+    }
+    done.sort_by_key(|d| d.id);
+    for (d, prompt) in done.into_iter().zip([next, rewritten, vec![5, 9, 17]]) {
+        let s = d.result.unwrap();
+        let solo = alone(&model, &prompt, 8, 7 + d.id as u64);
+        assert_eq!(
+            s.tokens, solo.tokens,
+            "row {} differs from its solo run",
+            d.id
+        );
+        let full = sequence_logprobs(&model, &prompt, &s.tokens, &[], 0.9, &device);
         for (a, b) in s.logprobs.iter().zip(&full) {
             assert!((a - b).abs() < 1e-4, "row {}: cached {a} vs full {b}", d.id);
         }

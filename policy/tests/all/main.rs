@@ -4,6 +4,7 @@ mod decoder;
 mod fused;
 mod lora;
 mod model;
+mod prefix_cache;
 mod pretrained;
 
 use std::sync::OnceLock;
