@@ -91,6 +91,9 @@ pub struct ProxySettings {
     pub max_context: usize,
     /// How a run whose context broke into segments is trained.
     pub samples: Samples,
+    /// Bytes of finished generations' keys and values the policy server keeps
+    /// ([`ServerConfig::prefix_cache_bytes`]).
+    pub prefix_cache_bytes: usize,
 }
 
 impl ProxySettings {
@@ -110,6 +113,7 @@ impl ProxySettings {
             limits: rollout_settings(config).limits,
             max_context: config.rollout.max_context * 2,
             samples: Samples::default(),
+            prefix_cache_bytes: ServerConfig::default().prefix_cache_bytes,
         }
     }
 
@@ -122,6 +126,7 @@ impl ProxySettings {
             max_context: self.max_context,
             max_batch: self.concurrency.max(1),
             journal,
+            prefix_cache_bytes: self.prefix_cache_bytes,
             ..ServerConfig::default()
         }
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
-use sandgym_policy::{Decoder, PolicyError, RowRequest, Sampled, ToolCallGrammar};
+use sandgym_policy::{Cpu, Decoder, PolicyError, RowRequest, Sampled, SeqCache, ToolCallGrammar};
 
 use crate::deploy::Versioned;
 use crate::http::{Gone, HttpError};
@@ -228,6 +228,7 @@ fn decode(
 ) {
     let max_batch = batching.max_batch.max(1);
     let mut decoder = Decoder::new(&policy.model, batching.end, &Default::default());
+    decoder.keep_caches(policy.prefix().is_enabled());
     let mut running: HashMap<usize, Job> = HashMap::new();
     let mut next_id = 0;
     let mut arriving = vec![first];
@@ -235,10 +236,12 @@ fn decode(
     arriving.extend(queue.more(lane, max_batch - 1, Some(deadline)));
     loop {
         let requests = rows_of(arriving, &mut running, &mut next_id);
+        let (continuing, fresh) = with_bases(policy, requests);
         let stop = |id: usize| running.get(&id).is_none_or(|j| j.gone.is_set());
         // A failure inside generation answers its rows with 500s and leaves the server up.
         let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            decoder.admit(requests);
+            decoder.admit(fresh);
+            decoder.admit_continuing(continuing);
             largest.fetch_max(decoder.running(), Ordering::Relaxed);
             decoder.step(&stop);
         }));
@@ -249,6 +252,15 @@ fn decode(
                     .send(Err(HttpError::new(500, "generation failed: it panicked")));
             }
             return;
+        }
+        let kept = decoder.take_caches();
+        if !kept.is_empty() {
+            let mut prefix = policy.prefix();
+            for (id, seq) in kept {
+                if let Some(job) = running.get(&id) {
+                    prefix.insert(seq, job.prompt.len());
+                }
+            }
         }
         for done in decoder.done() {
             if let Some(job) = running.remove(&done.id) {
@@ -261,6 +273,26 @@ fn decode(
             return;
         }
     }
+}
+
+/// `requests` split into those whose prompts continue a finished generation of `policy`
+/// (each with the cache of what they share) and the others.
+fn with_bases(
+    policy: &Versioned,
+    requests: Vec<RowRequest>,
+) -> (Vec<(RowRequest, SeqCache<Cpu>)>, Vec<RowRequest>) {
+    let mut prefix = policy.prefix();
+    if !prefix.is_enabled() {
+        return (Vec::new(), requests);
+    }
+    let (mut continuing, mut fresh) = (Vec::new(), Vec::new());
+    for request in requests {
+        match prefix.lookup(&request.prompt) {
+            Some(base) => continuing.push((request, base)),
+            None => fresh.push(request),
+        }
+    }
+    (continuing, fresh)
 }
 
 /// The decoder's rows for `jobs`, each with a fresh matcher of its grammar; a job whose client
@@ -317,14 +349,15 @@ fn http_error(e: PolicyError) -> HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandgym_policy::{ActionLimits, Cpu};
+    use sandgym_policy::ActionLimits;
 
     fn version(name: &str) -> Arc<Versioned> {
         let (config, _) = crate::test_model::tiny();
-        Arc::new(Versioned {
-            version: name.into(),
-            model: config.init::<Cpu>(&Default::default()),
-        })
+        Arc::new(Versioned::new(
+            name,
+            config.init::<Cpu>(&Default::default()),
+            0,
+        ))
     }
 
     fn job(policy: &Arc<Versioned>, grammar: &Arc<ToolCallGrammar>, seed: u64) -> Job {

@@ -7,17 +7,38 @@
 //! `Arc`: a batch holds the model it started with, so a swap never waits for, drops or mixes
 //! an in-flight request.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use sandgym_policy::{Cpu, PolicyModel};
+use sandgym_policy::{Cpu, PolicyModel, PrefixCache};
 use serde::{Deserialize, Serialize};
 
-/// One policy version: its name (named in every answer as `policy_version`) and its weights.
+/// One policy version: its name (named in every answer as `policy_version`), its weights and
+/// the keys and values its finished generations left (which only its own weights can reuse).
 pub struct Versioned {
     /// The version's name.
     pub version: String,
     /// Its weights.
     pub model: PolicyModel<Cpu>,
+    prefix: Mutex<PrefixCache<Cpu>>,
+}
+
+impl Versioned {
+    /// Version `version` of `model`, keeping up to `prefix_bytes` of finished generations'
+    /// keys and values for the requests that continue them (0 keeps none).
+    pub fn new(version: impl Into<String>, model: PolicyModel<Cpu>, prefix_bytes: usize) -> Self {
+        Self {
+            version: version.into(),
+            model,
+            prefix: Mutex::new(PrefixCache::new(prefix_bytes)),
+        }
+    }
+
+    /// Its cache of finished generations' keys and values.
+    pub fn prefix(&self) -> MutexGuard<'_, PrefixCache<Cpu>> {
+        self.prefix
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl std::fmt::Debug for Versioned {
@@ -151,10 +172,7 @@ mod tests {
     }
 
     fn named(version: &str) -> Versioned {
-        Versioned {
-            version: version.into(),
-            model: model(),
-        }
+        Versioned::new(version, model(), 0)
     }
 
     #[test]

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use sandgym_chat_api::ChatRequest;
-use sandgym_policy::{ActionLimits, Cpu, PolicyModel, Sampled, Tokenizer, ToolCallGrammar};
+use sandgym_policy::{
+    ActionLimits, Cpu, PolicyModel, PrefixStats, Sampled, Tokenizer, ToolCallGrammar,
+};
 use serde_json::json;
 
 use crate::Result;
@@ -55,6 +57,10 @@ pub struct ServerConfig {
     pub concurrent_batches: usize,
     /// The name of the version served first (answers name it as `policy_version`).
     pub version: String,
+    /// Bytes of finished generations' keys and values each version keeps, so that a
+    /// conversation's next call encodes only what it added
+    /// ([`PrefixCache`](sandgym_policy::PrefixCache)); 0 keeps none.
+    pub prefix_cache_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +76,7 @@ impl Default for ServerConfig {
             journal: false,
             concurrent_batches: 2,
             version: "v0".into(),
+            prefix_cache_bytes: 1 << 30,
         }
     }
 }
@@ -203,10 +210,11 @@ impl PolicyServer {
             max_prompt_bytes,
             config: config.clone(),
             tokenizer,
-            deployment: RwLock::new(Deployment::new(Versioned {
-                version: config.version.clone(),
+            deployment: RwLock::new(Deployment::new(Versioned::new(
+                config.version.clone(),
                 model,
-            })),
+                config.prefix_cache_bytes,
+            ))),
             served: Mutex::new(HashMap::new()),
             shadow,
             shadows,
@@ -304,6 +312,18 @@ impl PolicyServer {
     pub fn largest_batch(&self) -> usize {
         self.state.largest_batch.load(Ordering::Relaxed)
     }
+
+    /// What the incumbent's cache of finished generations has saved so far: prompts looked
+    /// up and tokens reused instead of encoded.
+    pub fn prefix_stats(&self) -> PrefixStats {
+        self.state
+            .deployment
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .incumbent()
+            .prefix()
+            .stats()
+    }
 }
 
 /// Changes a [`PolicyServer`]'s versions from elsewhere; holds the server weakly, so it never
@@ -325,11 +345,12 @@ impl Controls {
 
     /// See [`PolicyServer::replace`].
     pub fn replace(&self, model: PolicyModel<Cpu>, version: &str) {
-        self.with(|_, d| {
-            d.replace(Versioned {
-                version: version.to_owned(),
+        self.with(|state, d| {
+            d.replace(Versioned::new(
+                version,
                 model,
-            });
+                state.config.prefix_cache_bytes,
+            ));
         });
     }
 
@@ -343,10 +364,7 @@ impl Controls {
                 };
             }
             d.stage(
-                Versioned {
-                    version: version.to_owned(),
-                    model,
-                },
+                Versioned::new(version, model, state.config.prefix_cache_bytes),
                 trial,
             );
         });

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use sandgym::policy::{Cpu, load};
 use sandgym::proxy::judge::Judge;
 use sandgym::proxy::published::version_policy;
@@ -33,6 +35,11 @@ pub struct Args {
     /// The model name served.
     #[arg(long, default_value = "sandgym-policy")]
     model: String,
+    /// MiB of finished generations' keys and values kept per version, so that an agent's
+    /// next call encodes only what its conversation added (0: none kept, every prompt is
+    /// encoded whole).
+    #[arg(long, default_value_t = 1024)]
+    prefix_cache_mib: usize,
     /// Follow a publish directory (`sandgym learn --publish DIR`): each new version is tried
     /// and served; decisions go to DIR/decisions.jsonl. A restart serves the last promoted
     /// version found there.
@@ -75,6 +82,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         ),
         None => (RunDir::new(&args.checkpoint).policy(), "v0".to_owned()),
     };
+    let prefix_cache_bytes = args
+        .prefix_cache_mib
+        .checked_mul(1 << 20)
+        .with_context(|| {
+            format!(
+                "--prefix-cache-mib {} is more bytes than this machine can address",
+                args.prefix_cache_mib
+            )
+        })?;
     let (config, model, tokenizer) = load::checkpoint::<Cpu>(&dir, &Default::default())?;
     let server = PolicyServer::start(
         model.for_inference(),
@@ -85,6 +101,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             max_context: args.max_context,
             max_batch: args.max_batch,
             version: version.clone(),
+            prefix_cache_bytes,
             ..ServerConfig::default()
         },
     )?;

@@ -290,3 +290,76 @@ fn a_short_request_joins_a_running_batch_instead_of_waiting_for_it() {
     );
     assert_eq!(server.largest_batch(), 2);
 }
+
+#[test]
+fn a_conversations_next_call_reuses_the_last_ones_keys_and_values() {
+    let tools = FakeTools::new(10).definitions();
+    let (model, tok) = tiny_policy();
+    let cached = PolicyServer::start(model.clone(), tok.clone(), server_config(true)).unwrap();
+    let uncached = PolicyServer::start(
+        model,
+        tok,
+        sandgym_proxy::ServerConfig {
+            prefix_cache_bytes: 0,
+            ..server_config(true)
+        },
+    )
+    .unwrap();
+    // Two turns of one conversation, the same on both servers: each answer goes back into
+    // the conversation with a tool result after it.
+    let mut answers = Vec::new();
+    for server in [&cached, &uncached] {
+        let client = ChatClient::new(&HarnessConfig::new(format!("{}/v1", server.url())));
+        let mut messages = vec![
+            Message::system("You answer questions."),
+            Message::user("What is alpha? Look it up, then answer."),
+        ];
+        let mut tokens = Vec::new();
+        for turn in 0..3 {
+            let request = ChatRequest {
+                model: "sandgym-policy".into(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                seed: Some(turn),
+                max_tokens: Some(48),
+                temperature: Some(1.0),
+                ..ChatRequest::default()
+            };
+            let response = client.complete(&request).expect("a completion");
+            let choice = &response.choices[0];
+            tokens.push(choice.token_ids.clone().unwrap());
+            let message = choice.message.clone();
+            let call_id = message.tool_calls.first().map(|c| c.id.clone());
+            messages.push(message);
+            messages.push(match call_id {
+                Some(id) => Message::tool(id, "alpha beta gamma delta: value 42"),
+                None => Message::user("Look it up again."),
+            });
+        }
+        answers.push(tokens);
+    }
+    assert_eq!(answers[0], answers[1], "the cache changed what was sampled");
+    // Each call after the first continued the one before: its whole prompt and completion
+    // (all but the last token, never fed) came from the cache.
+    // Each call after the first continued the one before: at least its whole prompt came from
+    // the cache, at most its prompt and its completion but the last token (never fed). (The
+    // completion comes back as text, which the tokenizer may split otherwise.)
+    let served = cached.journal();
+    let stats = cached.prefix_stats();
+    assert_eq!((stats.lookups, stats.hits), (3, 2), "{stats:?}");
+    let least: usize = served[..2].iter().map(|s| s.prompt.len()).sum();
+    let most: usize = served[..2]
+        .iter()
+        .map(|s| s.prompt.len() + s.completion.len() - 1)
+        .sum();
+    let reused = stats.reused_tokens as usize;
+    assert!(
+        (least..=most).contains(&reused),
+        "{stats:?}: {least}..={most}"
+    );
+    assert_eq!(
+        stats.entries, 1,
+        "each turn's entry replaces the one before"
+    );
+    assert_eq!(uncached.prefix_stats().hits, 0);
+}
