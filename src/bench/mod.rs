@@ -2,6 +2,7 @@
 //! Each returns a typed report (serde): `sandgym bench --json` prints it and the tests read
 //! it back.
 
+pub mod conversation;
 pub mod crash;
 pub mod env_server;
 pub mod envs;

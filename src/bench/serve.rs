@@ -11,6 +11,7 @@ use crate::proxy::{PolicyServer, ServerConfig};
 use crate::training::{ModelChoice, initial_policy};
 use serde::{Deserialize, Serialize};
 
+use super::conversation::ConversationReport;
 use super::ms_of_us as ms;
 use serde_json::{Value, json};
 
@@ -64,7 +65,16 @@ pub struct ServeReport {
     /// Tokens the long requests made, mean (the short one was behind them only if they
     /// outlasted it).
     pub long_tokens_mean: f64,
+    /// Agents' multi-turn conversations with the server's cache of finished generations and
+    /// without it.
+    pub conversation: ConversationReport,
 }
+
+/// Conversations at a time in the conversation case (as many as a harness runs at once).
+pub const CONVERSATIONS: usize = 4;
+
+/// Calls per conversation in the conversation case.
+pub const TURNS: usize = 6;
 
 /// Milliseconds between the arrivals of a round's short requests.
 pub const SHORT_GAP_MS: u64 = 10;
@@ -84,8 +94,10 @@ pub fn run(
         lora_rank: if model.is_pretrained() { 8 } else { 0 },
     };
     let (_, policy, tokenizer) = initial_policy::<Cpu>(&choice, 0, &Default::default())?;
+    let policy = policy.for_inference();
+    let conversation = super::conversation::run(&policy, &tokenizer, CONVERSATIONS, TURNS)?;
     let server = PolicyServer::start(
-        policy.for_inference(),
+        policy,
         tokenizer,
         ServerConfig {
             // Room for the long batch and the short requests beside it.
@@ -158,5 +170,6 @@ pub fn run(
         long_p50_ms: ms(percentile(&long_us, 0.5)),
         long_tokens_mean: long_tokens_made.iter().sum::<u64>() as f64
             / long_tokens_made.len().max(1) as f64,
+        conversation,
     })
 }

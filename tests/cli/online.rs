@@ -565,6 +565,11 @@ fn bench_serve_measures_a_short_request_behind_a_long_batch() {
     assert!(v.ratio_p50 > 0.0, "{v:?}");
     assert!(v.long_tokens_mean >= 1.0, "{v:?}");
     assert_eq!(v.short_requests_per_round, 4, "{v:?}");
+    // Each call of a conversation after its first continues the last one's cached keys and
+    // values: most prompt tokens are served from the cache.
+    let c = &v.conversation;
+    assert!(c.reused_share > 0.4, "{c:?}");
+    assert!(c.cached_wall_ms > 0.0 && c.uncached_wall_ms > 0.0, "{c:?}");
     assert!(
         v.short_behind_long_p50_ms <= v.short_behind_long_p99_ms
             && v.short_behind_long_p99_ms <= v.short_behind_long_max_ms,
