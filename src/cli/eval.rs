@@ -7,8 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use sandgym::EnvTarget;
+use sandgym::approach::ProxySettings;
 use sandgym::env_api::Split;
 use sandgym::evaluation::{compare, print};
+use sandgym::harness_eval::harness_eval;
+use sandgym::policy::Cpu;
 use sandgym::policy::{DeviceKind, OnDevice, checkpoint};
 use sandgym::trainer::{Algo, RunDir, rollout_settings};
 use sandgym::training::preset;
@@ -62,6 +65,27 @@ pub struct Args {
     /// Write the policy's episodes here as Agent Template JSONL.
     #[arg(long)]
     trajectories: Option<PathBuf>,
+    /// Evaluate inside the env's unmodified harness instead (sql-agent-v0,
+    /// customer-service-v0), where agents run: the policy served as `serve-policy` serves it,
+    /// behind the recording proxy, greedy; the harness's own prompts, sub-agent and history
+    /// compression are what it meets.
+    #[arg(long, requires = "checkpoint", conflicts_with_all = ["trajectories", "native", "device"])]
+    harness: bool,
+    /// `--harness`: harness runs at a time.
+    #[arg(long, requires = "harness", default_value_t = 16)]
+    concurrency: usize,
+    /// `--harness`: the harness's history budget in characters, beyond which it elides its
+    /// oldest tool outputs (default: twice the model's context in tokens).
+    #[arg(long, requires = "harness")]
+    history_chars: Option<usize>,
+    /// `--harness`: MiB of finished generations' keys and values the policy server keeps, so
+    /// that each call encodes only what its conversation added (0: none).
+    #[arg(long, requires = "harness", default_value_t = 1024)]
+    prefix_cache_mib: usize,
+    /// `--harness`: the recording proxy's trace database (default: a temporary file, removed
+    /// afterwards).
+    #[arg(long, requires = "harness")]
+    traces: Option<PathBuf>,
 }
 
 /// Runs the subcommand.
@@ -93,10 +117,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             .unwrap_or(false),
         (None, None) => false,
     };
-    let settings = match run {
-        Some(Ok(run)) => rollout_settings(&run.train),
-        _ => rollout_settings(&preset(&target.id()?, Algo::Grpo, pretrained)),
+    let train = match run {
+        Some(Ok(run)) => run.train,
+        _ => preset(&target.id()?, Algo::Grpo, pretrained),
     };
+    if args.harness {
+        let dir = args
+            .checkpoint
+            .as_deref()
+            .context("--harness needs --checkpoint")?;
+        return in_harness(args, dir, &target, &train);
+    }
+    let settings = rollout_settings(&train);
     if let Some(pair) = &args.compare {
         return compare_two(args, pair, &target, &settings);
     }
@@ -148,6 +180,88 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report, &target.label(), split);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--harness`: the checkpoint inside its env's harness.
+fn in_harness(
+    args: &Args,
+    dir: &Path,
+    target: &EnvTarget,
+    train: &sandgym::trainer::TrainConfig,
+) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.concurrency >= 1,
+        "--concurrency must be at least 1 (harness runs at a time)"
+    );
+    anyhow::ensure!(
+        args.history_chars != Some(0),
+        "--history-chars must be at least 1 (the harness's history budget in characters)"
+    );
+    let mut settings = ProxySettings::for_config(train, args.concurrency);
+    if let Some(chars) = args.history_chars {
+        settings.harness.history_chars = chars;
+    }
+    settings.prefix_cache_bytes =
+        args.prefix_cache_mib
+            .checked_mul(1 << 20)
+            .with_context(|| {
+                format!(
+                    "--prefix-cache-mib {} is more bytes than this machine can address",
+                    args.prefix_cache_mib
+                )
+            })?;
+    let (_, model, tokenizer) =
+        sandgym::policy::load::checkpoint::<Cpu>(&RunDir::new(dir).policy(), &Default::default())?;
+    let temp = std::env::temp_dir().join(format!("sandgym-harness-eval-{}", std::process::id()));
+    let db = match &args.traces {
+        Some(path) => path.clone(),
+        None => {
+            std::fs::create_dir_all(&temp)
+                .with_context(|| format!("creating {}", temp.display()))?;
+            temp.join("traces.db")
+        }
+    };
+    let eval = harness_eval(
+        target,
+        model.for_inference(),
+        &tokenizer,
+        &settings,
+        args.split,
+        args.episodes,
+        &db,
+    );
+    if args.traces.is_none() {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    let eval = eval?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&eval)?);
+    } else {
+        let r = &eval.report;
+        println!(
+            "{} in its harness, {:?} split: success {:.3} [{:.3}, {:.3}] over {} runs ({} failed), \
+             mean reward {:.3}",
+            target.label(),
+            args.split,
+            r.success_rate,
+            r.success_ci95.0,
+            r.success_ci95.1,
+            r.episodes,
+            eval.runs.failed,
+            r.mean_reward
+        );
+        println!(
+            "{} model calls ({} by the sub-agent), {} compressions, {} prompt and {} completion \
+             tokens; {:.0} s",
+            eval.runs.model_calls,
+            eval.runs.sub_agent_calls,
+            eval.runs.compressions,
+            eval.runs.prompt_tokens,
+            eval.runs.completion_tokens,
+            eval.wall_s
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

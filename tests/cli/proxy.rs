@@ -294,6 +294,51 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     let _ = (proxy_proc.0.wait(), server.0.wait());
     let store = sandgym::proxy::TraceStore::open(&db).unwrap();
     assert_eq!(store.calls("cli").unwrap().len(), 1);
+    // `eval --harness` evaluates the env approach's final policy in the harness alone, the
+    // same way: greedy, so the policy server's cache of finished generations changes
+    // nothing but the time.
+    let in_harness = |cache_mib: &str| -> serde_json::Value {
+        let run = sandgym(&[
+            "eval",
+            "--checkpoint",
+            out.join("env").to_str().unwrap(),
+            "--harness",
+            "--episodes",
+            "3",
+            "--prefix-cache-mib",
+            cache_mib,
+            "--json",
+        ]);
+        assert_success(&run);
+        serde_json::from_slice(&run.stdout).unwrap()
+    };
+    let (cached, uncached) = (in_harness("1024"), in_harness("0"));
+    assert_eq!(cached["report"]["episodes"], 3, "{cached}");
+    assert!(
+        cached["runs"]["model_calls"].as_u64().unwrap() >= 6,
+        "{cached}"
+    );
+    for figure in ["model_calls", "completion_tokens", "failed"] {
+        assert_eq!(cached["runs"][figure], uncached["runs"][figure], "{figure}");
+    }
+    assert_eq!(
+        cached["report"]["success_rate"], uncached["report"]["success_rate"],
+        "{cached}\n{uncached}"
+    );
+    let refused = sandgym(&[
+        "eval",
+        "--checkpoint",
+        out.join("env").to_str().unwrap(),
+        "--harness",
+        "--concurrency",
+        "0",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--concurrency must be at least 1"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_file(&config).unwrap();
 }
