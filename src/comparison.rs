@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::approach::{ProxyApproach, ProxyIteration, ProxySettings, percentile};
+use crate::compare_stages::Stages;
 use crate::env_api::{ResetOptions, Split};
 use crate::evaluation::DEFAULT_EPISODES;
 use crate::harness_eval::{HarnessEval, harness_eval};
@@ -67,6 +68,9 @@ pub struct CompareOptions {
     /// which the bundled envs' conversations stay under). It applies wherever the harness
     /// runs: the teacher's traces, RL and the evaluations in the harness.
     pub history_chars: Option<usize>,
+    /// Resume the comparison in `out` where it stopped (see [`crate::compare_stages`]): the
+    /// same options, each finished stage taken from what it left.
+    pub resume: bool,
 }
 
 /// How an approach's policy was prepared before RL.
@@ -272,7 +276,7 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         args.history_chars != Some(0),
         "--history-chars must be at least 1 (the harness's history budget in characters)"
     );
-    let Some((&first_samples, other_samples)) = args.proxy_samples.split_first() else {
+    let Some((&first_samples, _)) = args.proxy_samples.split_first() else {
         anyhow::bail!("--proxy-samples names no kind of sample (segments, stitched)");
     };
     let kinds = &args.proxy_samples;
@@ -326,129 +330,116 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         proxy_settings.harness.history_chars = chars;
     }
 
+    let stages = Stages::open(args, args.resume)?;
+
     // The env approach: SFT on the env's demonstrations, then RL in the env's rollout engine,
     // envs in the WASM sandbox.
-    let (env_model, env_warm) = if args.init.is_some() {
-        (start.model.clone(), None)
-    } else {
-        let clock = Instant::now();
-        let examples = baseline_sft_data(&target, &config.sft)?;
-        let (model, report) = sft_policy::<CpuTrain>(
-            &target,
-            (&start.policy_config, start.model.clone(), &start.tokenizer),
-            &examples,
-            &config,
-            &device,
-        )?;
-        let warm = WarmStart {
-            data: "the env's demonstrations in the env's rendering".into(),
-            samples: report.episodes,
-            wall_s: clock.elapsed().as_secs_f64(),
-            teacher: None,
-        };
-        keep_warm_start(&out.join("env"), &start, &model)?;
-        (model, Some(warm))
+    let env_dir = out.join("env");
+    let mut env_warm: Option<WarmStart> = stages.done("env-warm-start")?;
+    let (env_rl, env_final) = match stages.done::<Side>("env-rl")? {
+        Some(side) => (side, None),
+        None => {
+            let env_model = match (&args.init, &env_warm) {
+                (Some(_), _) => start.model.clone(),
+                (None, Some(_)) => warm_model(&env_dir)?,
+                (None, None) => {
+                    let clock = Instant::now();
+                    let examples = baseline_sft_data(&target, &config.sft)?;
+                    let (model, report) = sft_policy::<CpuTrain>(
+                        &target,
+                        (&start.policy_config, start.model.clone(), &start.tokenizer),
+                        &examples,
+                        &config,
+                        &device,
+                    )?;
+                    let warm = WarmStart {
+                        data: "the env's demonstrations in the env's rendering".into(),
+                        samples: report.episodes,
+                        wall_s: clock.elapsed().as_secs_f64(),
+                        teacher: None,
+                    };
+                    keep_warm_start(&env_dir, &start, &model)?;
+                    stages.finish("env-warm-start", &warm)?;
+                    env_warm = Some(warm);
+                    model
+                }
+            };
+            if args.resume {
+                clear_interrupted(&env_dir)?;
+            }
+            let clock = Instant::now();
+            let envs = env_batch(&target, Backend::Wasm, config.episodes_per_iter())?;
+            let mut trainer = Trainer::<CpuTrain>::new(
+                &env_dir,
+                new_run(
+                    args,
+                    &target,
+                    &config,
+                    &start,
+                    env_model,
+                    envs,
+                    EpisodeSource::Env,
+                ),
+                device,
+            )?;
+            let mut env_history: Vec<IterMetrics> = Vec::new();
+            trainer.run(|m| {
+                on_iteration("env", m, None);
+                env_history.push(m.clone());
+            })?;
+            let side = env_side(&args.env, &env_history, clock.elapsed().as_secs_f64());
+            let last = trainer.inference_model();
+            // Its envs (sandbox instances, which the pool caps) are not needed any more.
+            drop(trainer);
+            stages.finish("env-rl", &side)?;
+            (side, Some(last))
+        }
     };
-    let clock = Instant::now();
-    let envs = env_batch(&target, Backend::Wasm, config.episodes_per_iter())?;
-    let mut trainer = Trainer::<CpuTrain>::new(
-        &out.join("env"),
-        new_run(
-            args,
-            &target,
-            &config,
-            &start,
-            env_model,
-            envs,
-            EpisodeSource::Env,
-        ),
-        device,
-    )?;
-    let mut env_history: Vec<IterMetrics> = Vec::new();
-    trainer.run(|m| {
-        on_iteration("env", m, None);
-        env_history.push(m.clone());
-    })?;
-    let env_wall = clock.elapsed().as_secs_f64();
-    let env_final = trainer.inference_model();
-    // Its envs (sandbox instances, which the pool caps) are not needed any more.
-    drop(trainer);
 
     // The proxy approach: SFT on the harness's traces with the teacher answering, then RL
-    // through the harness, the policy server and the recording proxy.
-    let (proxy_model, proxy_warm) = if args.init.is_some() {
-        (start.model.clone(), None)
-    } else {
-        let clock = Instant::now();
-        let (samples, data) = teacher_samples(
-            &target,
-            &start.tokenizer,
-            &config,
-            &proxy_settings,
-            &out.join("teacher-traces.db"),
-        )?;
-        anyhow::ensure!(
-            !samples.is_empty(),
-            "the teacher's traces gave no sample to learn from: {data:?}"
-        );
-        eprintln!(
-            "proxy sft: {} samples from {} harness runs ({} solved, {} failed, {} notes, {} \
-             calls unusable)",
-            samples.len(),
-            data.runs.runs,
-            data.solved,
-            data.runs.failed,
-            data.notes,
-            data.traces.calls_unusable
-        );
-        let (model, _) = sft_train(
-            &start.policy_config,
-            start.model.clone(),
-            &samples,
-            &config,
-            &device,
-        );
-        let warm = WarmStart {
-            data: "the harness's traces with the demonstrator answering as a teacher".into(),
-            samples: samples.len(),
-            wall_s: clock.elapsed().as_secs_f64(),
-            teacher: Some(data),
-        };
-        keep_warm_start(&out.join("proxy"), &start, &model)?;
-        (model, Some(warm))
-    };
+    // through the harness, the policy server and the recording proxy, once per kind of sample.
+    let mut proxy_warm: Option<WarmStart> = stages.done("proxy-warm-start")?;
+    let mut proxy_model: Option<PolicyModel<CpuTrain>> = None;
     let shared = Shared {
         args,
         target: &target,
         config: &config,
         start: &start,
     };
-    let (proxy_rl_side, proxy_final) = proxy_rl(
-        &shared,
-        proxy_model.clone(),
-        &proxy_settings,
-        "proxy",
-        &mut *on_iteration,
-    )?;
-    let mut alternatives = Vec::new();
-    for &samples in other_samples {
-        let name = format!("proxy-{samples}");
+    let mut proxies: Vec<(String, Side, Option<PolicyModel<Cpu>>)> = Vec::new();
+    for (i, &samples) in args.proxy_samples.iter().enumerate() {
+        let name = if i == 0 {
+            "proxy".to_owned()
+        } else {
+            format!("proxy-{samples}")
+        };
+        if let Some(side) = stages.done::<Side>(&format!("{name}-rl"))? {
+            proxies.push((name, side, None));
+            continue;
+        }
+        let model = match (&args.init, &proxy_model, &proxy_warm) {
+            (Some(_), _, _) => start.model.clone(),
+            (None, Some(model), _) => model.clone(),
+            (None, None, Some(_)) => warm_model(&out.join("proxy"))?,
+            (None, None, None) => {
+                let (model, warm) =
+                    proxy_warm_start(&shared, &proxy_settings, &out.join("teacher-traces.db"))?;
+                stages.finish("proxy-warm-start", &warm)?;
+                proxy_warm = Some(warm);
+                model
+            }
+        };
+        proxy_model = Some(model.clone());
+        if args.resume {
+            clear_interrupted(&out.join(&name))?;
+        }
         let settings = ProxySettings {
             samples,
             ..proxy_settings.clone()
         };
-        let (side, model) = proxy_rl(
-            &shared,
-            proxy_model.clone(),
-            &settings,
-            &name,
-            &mut *on_iteration,
-        )?;
-        let side = Side {
-            warm_start: proxy_warm.clone(),
-            ..side
-        };
-        alternatives.push((name, side, model));
+        let (side, last) = proxy_rl(&shared, model, &settings, &name, &mut *on_iteration)?;
+        stages.finish(&format!("{name}-rl"), &side)?;
+        proxies.push((name, side, Some(last)));
     }
     drop(proxy_model);
 
@@ -461,20 +452,22 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
         history_chars: Some(proxy_settings.harness.history_chars),
         env_approach: Side {
             warm_start: env_warm,
-            ..env_side(&args.env, &env_history, env_wall)
+            ..env_rl
         },
-        proxy_approach: Side {
-            warm_start: proxy_warm,
-            ..proxy_rl_side
-        },
+        proxy_approach: Side::default(),
         proxy_alternatives: Vec::new(),
     };
-    let mut finals = vec![
-        ("env".to_owned(), env_final),
-        ("proxy".to_owned(), proxy_final),
-    ];
-    for (name, side, model) in alternatives {
-        report.proxy_alternatives.push(side);
+    let mut finals = vec![("env".to_owned(), env_final)];
+    for (i, (name, side, model)) in proxies.into_iter().enumerate() {
+        let side = Side {
+            warm_start: proxy_warm.clone(),
+            ..side
+        };
+        if i == 0 {
+            report.proxy_approach = side;
+        } else {
+            report.proxy_alternatives.push(side);
+        }
         finals.push((name, model));
     }
 
@@ -484,25 +477,48 @@ pub fn compare(args: &CompareOptions, on_iteration: OnIteration<'_>) -> anyhow::
             .chain(std::iter::once(&mut report.proxy_approach))
             .chain(report.proxy_alternatives.iter_mut());
         for ((name, model), side) in finals.into_iter().zip(sides) {
-            eprintln!("evaluating the {name} approach's policy in the env …");
-            side.in_env = Some(env_eval(
-                &target,
-                &model,
-                &start.tokenizer,
-                &config,
-                args.eval_episodes,
-            )?);
-            eprintln!("evaluating the {name} approach's policy in the harness …");
-            let e = harness_eval(
-                &target,
-                model,
-                &start.tokenizer,
-                &proxy_settings,
-                Split::Test,
-                args.eval_episodes,
-                &out.join(format!("{name}-harness-eval.db")),
-            )?;
-            side.in_harness = Some(Cell::of_harness(&e));
+            let (in_env, in_harness) = (format!("{name}-in-env"), format!("{name}-in-harness"));
+            let (done_env, done_harness) = (stages.done(&in_env)?, stages.done(&in_harness)?);
+            let model = match (model, &done_env, &done_harness) {
+                (_, Some(_), Some(_)) => None,
+                (Some(model), _, _) => Some(model),
+                (None, _, _) => Some(final_policy(&out.join(&name))?),
+            };
+            side.in_env = match done_env {
+                Some(cell) => Some(cell),
+                None => {
+                    eprintln!("evaluating the {name} approach's policy in the env …");
+                    let model = model.as_ref().context("a policy to evaluate")?;
+                    let cell = env_eval(
+                        &target,
+                        model,
+                        &start.tokenizer,
+                        &config,
+                        args.eval_episodes,
+                    )?;
+                    stages.finish(&in_env, &cell)?;
+                    Some(cell)
+                }
+            };
+            side.in_harness = match done_harness {
+                Some(cell) => Some(cell),
+                None => {
+                    eprintln!("evaluating the {name} approach's policy in the harness …");
+                    let model = model.context("a policy to evaluate")?;
+                    let e = harness_eval(
+                        &target,
+                        model,
+                        &start.tokenizer,
+                        &proxy_settings,
+                        Split::Test,
+                        args.eval_episodes,
+                        &out.join(format!("{name}-harness-eval.db")),
+                    )?;
+                    let cell = Cell::of_harness(&e);
+                    stages.finish(&in_harness, &cell)?;
+                    Some(cell)
+                }
+            };
         }
     }
     let curve = |name: &str, ys: &[f64]| {
@@ -548,6 +564,59 @@ impl Report {
         }
         sides
     }
+}
+
+/// The proxy approach's warm start: the unmodified harness on the train tasks with the teacher
+/// answering, recorded into `db` (anything there before is dropped), and SFT on its calls;
+/// kept as the `proxy` run's `sft/`.
+fn proxy_warm_start(
+    shared: &Shared<'_>,
+    settings: &ProxySettings,
+    db: &std::path::Path,
+) -> anyhow::Result<(PolicyModel<CpuTrain>, WarmStart)> {
+    let Shared {
+        args,
+        target,
+        config,
+        start,
+    } = shared;
+    let clock = Instant::now();
+    for suffix in ["", "-wal", "-shm"] {
+        let path = PathBuf::from(format!("{}{suffix}", db.display()));
+        if path.exists() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    let (samples, data) = teacher_samples(target, &start.tokenizer, config, settings, db)?;
+    anyhow::ensure!(
+        !samples.is_empty(),
+        "the teacher's traces gave no sample to learn from: {data:?}"
+    );
+    eprintln!(
+        "proxy sft: {} samples from {} harness runs ({} solved, {} failed, {} notes, {} calls \
+         unusable)",
+        samples.len(),
+        data.runs.runs,
+        data.solved,
+        data.runs.failed,
+        data.notes,
+        data.traces.calls_unusable
+    );
+    let (model, _) = sft_train(
+        &start.policy_config,
+        start.model.clone(),
+        &samples,
+        config,
+        &Default::default(),
+    );
+    let warm = WarmStart {
+        data: "the harness's traces with the demonstrator answering as a teacher".into(),
+        samples: samples.len(),
+        wall_s: clock.elapsed().as_secs_f64(),
+        teacher: Some(data),
+    };
+    keep_warm_start(&args.out.join("proxy"), start, &model)?;
+    Ok((model, warm))
 }
 
 /// RL of the proxy approach from `model` through the harness, the policy server and the
@@ -616,6 +685,42 @@ fn keep_warm_start(
     let dir = RunDir::new(run).sft();
     crate::policy::checkpoint::save(dir.path(), &start.policy_config, model, &start.tokenizer)
         .with_context(|| format!("saving the warm start into {}", dir.path().display()))
+}
+
+/// The warm start kept in run `run`'s `sft/` ([`keep_warm_start`]), to train from.
+fn warm_model(run: &std::path::Path) -> anyhow::Result<PolicyModel<CpuTrain>> {
+    let dir = RunDir::new(run).sft().policy();
+    Ok(load::checkpoint::<CpuTrain>(&dir, &Default::default())
+        .with_context(|| format!("loading the warm start kept in {}", dir.display()))?
+        .1)
+}
+
+/// The final policy of the finished run `run`, for inference.
+fn final_policy(run: &std::path::Path) -> anyhow::Result<PolicyModel<Cpu>> {
+    let dir = RunDir::new(run).policy();
+    Ok(load::checkpoint::<Cpu>(&dir, &Default::default())
+        .with_context(|| format!("loading the final policy of {}", dir.display()))?
+        .1
+        .for_inference())
+}
+
+/// Removes what an interrupted RL stage left in run `run` (its checkpoint and traces), so
+/// that the stage starts again from its warm start; the warm start (`sft/`) stays.
+fn clear_interrupted(run: &std::path::Path) -> anyhow::Result<()> {
+    let dir = RunDir::new(run);
+    let checkpoint = dir.checkpoint();
+    if checkpoint.exists() {
+        std::fs::remove_dir_all(&checkpoint)
+            .with_context(|| format!("removing {}", checkpoint.display()))?;
+    }
+    let traces = dir.traces();
+    for suffix in ["", "-wal", "-shm"] {
+        let path = PathBuf::from(format!("{}{suffix}", traces.display()));
+        if path.exists() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// A new run of one approach from `model`, with the shared starting point's tokenizer.

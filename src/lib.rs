@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 pub mod approach;
 pub mod bench;
 pub mod chat_agent;
+mod compare_stages;
 pub mod comparison;
 pub mod env_source;
 pub mod evaluation;

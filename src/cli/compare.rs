@@ -68,6 +68,11 @@ pub struct Args {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
+    /// Resume the comparison in `--out` where it stopped (give the options it was started
+    /// with): each finished warm start, RL run and evaluation is taken from what it left, an
+    /// interrupted one is done again.
+    #[arg(long, conflicts_with = "report")]
+    resume: bool,
 }
 
 /// Runs the subcommand.
@@ -100,6 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eval_episodes: args.eval_episodes,
         proxy_samples: args.proxy_samples.clone(),
         history_chars: args.history_chars,
+        resume: args.resume,
     };
     let report = compare(&options, &mut |approach, m, traces| {
         let traces = traces.map_or(String::new(), |t| {

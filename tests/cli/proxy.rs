@@ -408,6 +408,65 @@ fn compare_with_a_harness_that_compresses_its_history() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--history-chars must be at least 1"));
+
+    // `--resume` with the same options: every stage is taken from what it left, the same
+    // report.
+    let resume = |history_chars: &str, out: &std::path::Path| {
+        sandgym(&[
+            "compare",
+            "--env",
+            "customer-service-v0",
+            "--model",
+            "tiny",
+            "--iters",
+            "1",
+            "--eval-episodes",
+            "2",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+            "--history-chars",
+            history_chars,
+            "--resume",
+        ])
+    };
+    let run = resume("600", &out);
+    assert_success(&run);
+    let resumed: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(resumed, report);
+    // The proxy approach's RL interrupted (its stage unrecorded, its run left behind): done
+    // again from the kept warm start, the rest kept. Its traces hold the new run's calls
+    // only, every one matched to the server's journal.
+    for stage in ["proxy-rl", "proxy-in-env", "proxy-in-harness"] {
+        std::fs::remove_file(out.join(format!("stages/{stage}.json"))).unwrap();
+    }
+    let run = resume("600", &out);
+    assert_success(&run);
+    let redone: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(redone["env_approach"], report["env_approach"]);
+    let proxy = &redone["proxy_approach"];
+    assert_eq!(proxy["warm_start"], report["proxy_approach"]["warm_start"]);
+    let calls = proxy["model_calls"].as_u64().unwrap();
+    assert!(calls > 0, "{redone}");
+    assert_eq!(proxy["calls_captured_exactly"], calls, "{redone}");
+    assert_eq!(proxy["in_harness"]["episodes"], 2, "{redone}");
+    // Other options, or nothing to resume: refused.
+    let other = resume("700", &out);
+    assert!(!other.status.success());
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("was started with other options"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let nothing = resume("600", &out.join("nothing"));
+    assert!(!nothing.status.success());
+    assert!(
+        String::from_utf8_lossy(&nothing.stderr).contains("holds no comparison to resume"),
+        "{}",
+        String::from_utf8_lossy(&nothing.stderr)
+    );
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_file(&config).unwrap();
 }
