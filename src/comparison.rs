@@ -68,8 +68,8 @@ pub struct CompareOptions {
     /// which the bundled envs' conversations stay under). It applies wherever the harness
     /// runs: the teacher's traces, RL and the evaluations in the harness.
     pub history_chars: Option<usize>,
-    /// Resume the comparison in `out` where it stopped (see [`crate::compare_stages`]): the
-    /// same options, each finished stage taken from what it left.
+    /// Resume the comparison in `out` where it stopped (its finished stages are recorded in
+    /// `out/stages/`): the same options, each finished stage taken from what it left.
     pub resume: bool,
 }
 
