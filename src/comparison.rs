@@ -581,12 +581,7 @@ fn proxy_warm_start(
         start,
     } = shared;
     let clock = Instant::now();
-    for suffix in ["", "-wal", "-shm"] {
-        let path = PathBuf::from(format!("{}{suffix}", db.display()));
-        if path.exists() {
-            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-        }
-    }
+    remove_database(db)?;
     let (samples, data) = teacher_samples(target, &start.tokenizer, config, settings, db)?;
     anyhow::ensure!(
         !samples.is_empty(),
@@ -713,9 +708,13 @@ fn clear_interrupted(run: &std::path::Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&checkpoint)
             .with_context(|| format!("removing {}", checkpoint.display()))?;
     }
-    let traces = dir.traces();
+    remove_database(&dir.traces())
+}
+
+/// Removes the SQLite database `db` with its write-ahead log and shared-memory files.
+fn remove_database(db: &std::path::Path) -> anyhow::Result<()> {
     for suffix in ["", "-wal", "-shm"] {
-        let path = PathBuf::from(format!("{}{suffix}", traces.display()));
+        let path = PathBuf::from(format!("{}{suffix}", db.display()));
         if path.exists() {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
         }

@@ -203,15 +203,7 @@ fn in_harness(
     if let Some(chars) = args.history_chars {
         settings.harness.history_chars = chars;
     }
-    settings.prefix_cache_bytes =
-        args.prefix_cache_mib
-            .checked_mul(1 << 20)
-            .with_context(|| {
-                format!(
-                    "--prefix-cache-mib {} is more bytes than this machine can address",
-                    args.prefix_cache_mib
-                )
-            })?;
+    settings.prefix_cache_bytes = crate::cli::prefix_cache_bytes(args.prefix_cache_mib)?;
     let (_, model, tokenizer) =
         sandgym::policy::load::checkpoint::<Cpu>(&RunDir::new(dir).policy(), &Default::default())?;
     let temp = std::env::temp_dir().join(format!("sandgym-harness-eval-{}", std::process::id()));

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
-
 use sandgym::policy::{Cpu, load};
 use sandgym::proxy::judge::Judge;
 use sandgym::proxy::published::version_policy;
@@ -82,15 +80,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         ),
         None => (RunDir::new(&args.checkpoint).policy(), "v0".to_owned()),
     };
-    let prefix_cache_bytes = args
-        .prefix_cache_mib
-        .checked_mul(1 << 20)
-        .with_context(|| {
-            format!(
-                "--prefix-cache-mib {} is more bytes than this machine can address",
-                args.prefix_cache_mib
-            )
-        })?;
+    let prefix_cache_bytes = crate::cli::prefix_cache_bytes(args.prefix_cache_mib)?;
     let (config, model, tokenizer) = load::checkpoint::<Cpu>(&dir, &Default::default())?;
     let server = PolicyServer::start(
         model.for_inference(),
