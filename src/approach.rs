@@ -64,6 +64,8 @@ pub struct ProxyIteration {
     pub traces: TraceStats,
     /// Turns trained behind a context they were not sampled in (stitched samples only).
     pub moved_turns: usize,
+    /// Tokens of the longest sample trained (what one pass of the update holds).
+    pub longest_sample: usize,
     /// Seconds the harness runs took.
     pub rollout_s: f64,
 }
@@ -76,6 +78,13 @@ pub struct ProxyApproach {
     runner: HarnessRunner,
     reader: TraceReader,
     samples: Samples,
+    /// Longest stitched sample, in tokens: the server's prompt limit (or the model's context,
+    /// if shorter), so a stitched trajectory is never longer than the longest context one
+    /// call could have had and a pass of the update holds no more than a per-segment one
+    /// does. (Capped at the model's context alone, a compressing harness's runs stitched
+    /// into sequences several times longer than any episode, and the update's memory grew
+    /// with their square: 21.7 GB for customer-service-v0 at a 1,000-character budget.)
+    stitch_tokens: usize,
 }
 
 /// Settings of the proxy approach.
@@ -155,6 +164,7 @@ impl ProxyApproach {
             runner,
             reader: TraceReader::new(tokenizer, settings.limits),
             samples: settings.samples,
+            stitch_tokens: settings.max_context,
         })
     }
 
@@ -196,7 +206,9 @@ impl ProxyApproach {
         let (mut per_run, traces) = self.reader.read(&store, &ids)?;
         let mut moved_turns = 0;
         if self.samples == Samples::Stitched {
-            let max_tokens = trainer.policy_config().context_length;
+            let max_tokens = self
+                .stitch_tokens
+                .min(trainer.policy_config().context_length);
             per_run = per_run
                 .into_iter()
                 .map(|segments| {
@@ -211,6 +223,7 @@ impl ProxyApproach {
             .filter_map(|eps| eps.last().cloned())
             .collect();
         let episodes: Vec<_> = per_run.into_iter().flatten().collect();
+        let longest_sample = episodes.iter().map(|e| e.tokens.len()).max().unwrap_or(0);
         // Model calls and env steps interleave inside the harness runs: both rates are per
         // second of the whole playing time.
         let mut journal = SampleJournal::default();
@@ -231,6 +244,7 @@ impl ProxyApproach {
             harness,
             traces,
             moved_turns,
+            longest_sample,
             rollout_s,
         })
     }

@@ -197,6 +197,10 @@ pub struct Side {
     /// Turns trained behind a context they were not sampled in (stitched samples).
     #[serde(default)]
     pub moved_turns: usize,
+    /// Tokens of the longest sample the proxy approach's RL trained (`null` in the env
+    /// approach, whose samples are its episodes, at most `rollout.max_context` long).
+    #[serde(default)]
+    pub longest_sample: Option<usize>,
     /// Latency the approach adds to a model call, median, ms (`null`: in-process).
     pub added_latency_p50_ms: Option<f64>,
     /// 99th percentile of it.
@@ -854,6 +858,7 @@ fn proxy_side(
         unrewarded_runs: traces.unrewarded,
         samples: Some(samples),
         moved_turns: history.iter().map(|it| it.moved_turns).sum(),
+        longest_sample: history.iter().map(|it| it.longest_sample).max(),
         added_latency_p50_ms: Some(ms(percentile(&added, 0.5))),
         added_latency_p99_ms: Some(ms(percentile(&added, 0.99))),
         episodes_per_s: harness.runs as f64 / rollout_s.max(1e-9),
