@@ -5,22 +5,128 @@ use std::sync::Arc;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
-/// Keys and values of one layer, `[batch, kv_heads, seq, head_dim]` each.
+use crate::fused::{On, back, classify, contiguous};
+
+/// Slots a short append (a decoding step, a few forced tokens) leaves free after it when the
+/// buffers must grow: the next steps write into them in place.
+const ROOM: usize = 64;
+
+/// Keys and values of one layer, `[batch, kv_heads, capacity, head_dim]` each, of which the
+/// first `len` slots are filled.
+///
+/// A decoding step writes its keys and values into free slots in place (burn's
+/// `slice_assign` on a tensor nobody else holds copies nothing) and attends over the whole
+/// buffer, the free slots masked by the bias ([`PolicyModel`](crate::PolicyModel) pads it to
+/// [`KvCache::capacity`]). Appending by concatenation copied every cached key and value at
+/// every step, for every layer: at a batch of 16 and 1,400 cached tokens about 1 GB of SmolLM2's
+/// keys and values read and written per token generated, more than its weights.
 #[derive(Clone, Debug, Default)]
 pub struct LayerCache<B: Backend> {
     kv: Option<(Tensor<B, 4>, Tensor<B, 4>)>,
+    len: usize,
 }
 
 impl<B: Backend> LayerCache<B> {
-    /// Appends the new keys and values and returns the full ones.
+    /// A cache holding exactly these keys and values.
+    fn filled(kv: Option<(Tensor<B, 4>, Tensor<B, 4>)>) -> Self {
+        let len = kv.as_ref().map_or(0, |(k, _)| k.dims()[2]);
+        Self { kv, len }
+    }
+
+    /// Slots the buffers hold, filled or not.
+    fn capacity(&self) -> usize {
+        self.kv.as_ref().map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// Makes room for `t` more slots: buffers too small are copied once into larger ones, with
+    /// [`ROOM`] free slots beyond them after a short append. An empty cache is left empty (its
+    /// first append sets its shape).
+    fn reserve(&mut self, t: usize) {
+        let cap = self.capacity();
+        let Some((k, v)) = self.kv.take() else {
+            return;
+        };
+        if self.len + t <= cap {
+            self.kv = Some((k, v));
+            return;
+        }
+        let room = if t < ROOM { ROOM } else { 0 };
+        let grow = |x: Tensor<B, 4>| {
+            let [b, h, _, d] = x.dims();
+            let x = if cap == self.len {
+                x
+            } else {
+                x.narrow(2, 0, self.len)
+            };
+            let free = Tensor::zeros([b, h, t + room, d], &x.device());
+            Tensor::cat(vec![x, free], 2)
+        };
+        self.kv = Some((grow(k), grow(v)));
+    }
+
+    /// Writes the new keys and values (`[batch, kv_heads, t, head_dim]`) into the next `t`
+    /// slots and returns the whole buffers: `[batch, kv_heads, capacity, head_dim]`, of which
+    /// the first `len` slots (now including these) are filled and the rest must be masked.
     pub fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        let [b, h, t, d] = k.dims();
+        self.reserve(t);
         let (k, v) = match self.kv.take() {
-            Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+            Some((bk, bv)) => (
+                write_slots(bk, self.len, k, [b, h, t, d]),
+                write_slots(bv, self.len, v, [b, h, t, d]),
+            ),
             None => (k, v),
         };
+        self.len += t;
         self.kv = Some((k.clone(), v.clone()));
         (k, v)
     }
+
+    /// The filled slots' keys and values alone, `[batch, kv_heads, len, head_dim]`.
+    fn into_filled(self) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
+        let (len, cap) = (self.len, self.capacity());
+        self.kv.map(|(k, v)| {
+            if len == cap {
+                (k, v)
+            } else {
+                (k.narrow(2, 0, len), v.narrow(2, 0, len))
+            }
+        })
+    }
+}
+
+/// `buf` (`[b, h, capacity, d]`) with slots `at..at + t` of each of its `[b, h]` rows
+/// overwritten by `new` (`[b, h, t, d]`, `dims`).
+///
+/// Written by hand for the CPU backend: burn-flex's `slice_assign` keeps a second reference
+/// to the buffer while it writes, so its copy-on-write copies the whole buffer first — the
+/// very copy the cache's free slots exist to avoid. Here the write goes into the buffer's own
+/// memory whenever nothing else holds it (a decoding step's buffers are held by the cache
+/// alone between steps). On other backends, and for the autodiff one, it is `slice_assign`.
+fn write_slots<B: Backend>(
+    buf: Tensor<B, 4>,
+    at: usize,
+    new: Tensor<B, 4>,
+    dims: [usize; 4],
+) -> Tensor<B, 4> {
+    let [b, h, t, d] = dims;
+    if std::any::TypeId::of::<B>() != std::any::TypeId::of::<crate::Cpu>() {
+        return buf.slice_assign([0..b, 0..h, at..at + t, 0..d], new);
+    }
+    let cap = buf.dims()[2];
+    let (On::Infer(buf), On::Infer(new)) = (classify(buf), classify(new)) else {
+        unreachable!("the backend was checked")
+    };
+    let mut buf = contiguous(buf);
+    let new = contiguous(new);
+    let src = new.storage::<f32>();
+    let dst = buf.storage_mut::<f32>();
+    let span = t * d;
+    for (r, from) in src.chunks_exact(span).take(b * h).enumerate() {
+        let start = (r * cap + at) * d;
+        dst[start..start + span].copy_from_slice(from);
+    }
+    back(buf)
 }
 
 /// A KV cache for every layer: the attention keys and values of all tokens seen so far, so
@@ -34,7 +140,7 @@ impl<B: Backend> KvCache<B> {
     /// An empty cache for `layers` layers.
     pub fn new(layers: usize) -> Self {
         Self {
-            layers: (0..layers).map(|_| LayerCache { kv: None }).collect(),
+            layers: (0..layers).map(|_| LayerCache::filled(None)).collect(),
         }
     }
 
@@ -45,10 +151,20 @@ impl<B: Backend> KvCache<B> {
 
     /// Tokens cached so far.
     pub fn len(&self) -> usize {
-        self.layers
-            .first()
-            .and_then(|l| l.kv.as_ref())
-            .map_or(0, |(k, _)| k.dims()[2])
+        self.layers.first().map_or(0, |l| l.len)
+    }
+
+    /// Slots every layer's buffers hold, filled or not: the key slots a forward pass attends
+    /// over, the free ones masked.
+    pub fn capacity(&self) -> usize {
+        self.layers.first().map_or(0, LayerCache::capacity)
+    }
+
+    /// Makes room in every layer for `t` more tokens (see [`LayerCache::append`]).
+    pub fn reserve(&mut self, t: usize) {
+        for l in &mut self.layers {
+            l.reserve(t);
+        }
     }
 
     /// Whether nothing is cached.
@@ -66,20 +182,25 @@ impl<B: Backend> KvCache<B> {
                     let idx = ints(rows.iter().map(|&r| r as i64).collect(), &k.device());
                     (k.clone().select(0, idx.clone()), v.clone().select(0, idx))
                 }),
+                len: l.len,
             })
             .collect();
         Self { layers }
     }
 
-    /// The keys and values of each layer (`None` for a layer nothing was cached in).
+    /// The keys and values of each layer, filled slots only (`None` for a layer nothing was
+    /// cached in).
     pub fn into_layers(self) -> Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>> {
-        self.layers.into_iter().map(|l| l.kv).collect()
+        self.layers
+            .into_iter()
+            .map(LayerCache::into_filled)
+            .collect()
     }
 
     /// A cache holding these keys and values per layer.
     pub fn from_layers(layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>) -> Self {
         Self {
-            layers: layers.into_iter().map(|kv| LayerCache { kv }).collect(),
+            layers: layers.into_iter().map(LayerCache::filled).collect(),
         }
     }
 }
@@ -245,9 +366,7 @@ impl<B: Backend> KvCache<B> {
                     .iter()
                     .map(|c| (padded(&c[l].0), padded(&c[l].1)))
                     .unzip();
-                LayerCache {
-                    kv: Some((Tensor::cat(ks, 0), Tensor::cat(vs, 0))),
-                }
+                LayerCache::filled(Some((Tensor::cat(ks, 0), Tensor::cat(vs, 0))))
             })
             .collect();
         let valid = rows
@@ -275,14 +394,14 @@ impl<B: Backend> KvCache<B> {
             .into_iter()
             .zip(other.layers)
             .map(|(a, b)| {
-                let ((ka, va), (kb, vb)) =
-                    (a.kv.expect("a filled cache"), b.kv.expect("a filled cache"));
+                let ((ka, va), (kb, vb)) = (
+                    a.into_filled().expect("a filled cache"),
+                    b.into_filled().expect("a filled cache"),
+                );
                 let cat = |x: Tensor<B, 4>, y: Tensor<B, 4>| {
                     Tensor::cat(vec![pad_left(x, width), pad_left(y, width)], 0)
                 };
-                LayerCache {
-                    kv: Some((cat(ka, kb), cat(va, vb))),
-                }
+                LayerCache::filled(Some((cat(ka, kb), cat(va, vb))))
             })
             .collect();
         Self { layers }
@@ -311,4 +430,67 @@ pub fn constant_cache<B: burn::tensor::backend::AutodiffBackend>(
             .map(|kv| kv.map(|(k, v)| (Tensor::from_inner(k), Tensor::from_inner(v))))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Cpu;
+
+    /// Where the layer's key buffer lives, and its filled keys.
+    fn keys(layer: &LayerCache<Cpu>) -> (*const f32, Vec<f32>) {
+        let (k, _) = layer.kv.clone().expect("a filled layer");
+        let filled: Vec<f32> = k
+            .clone()
+            .narrow(2, 0, layer.len)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        let On::Infer(k) = classify(k) else {
+            unreachable!("a CPU tensor")
+        };
+        (k.storage::<f32>().as_ptr(), filled)
+    }
+
+    fn step(value: f32, t: usize) -> Tensor<Cpu, 4> {
+        Tensor::full([2, 1, t, 3], value, &Default::default())
+    }
+
+    #[test]
+    fn steps_are_written_into_free_slots_in_place_and_the_buffers_grow_once_full() {
+        let mut layer = LayerCache::<Cpu>::default();
+        // A prompt of 4 fills its buffers exactly; the first step grows them with room to spare.
+        layer.append(step(1.0, 4), step(1.0, 4));
+        assert_eq!((layer.len, layer.capacity()), (4, 4));
+        let (k, v) = layer.append(step(2.0, 1), step(2.0, 1));
+        assert_eq!(k.dims(), [2, 1, 5 + ROOM, 3]);
+        assert_eq!(v.dims(), k.dims());
+        drop((k, v));
+        let (grown, _) = keys(&layer);
+        // Every later step until the room is used lands in the same memory.
+        for i in 0..ROOM {
+            let _ = layer.append(step(3.0 + i as f32, 1), step(0.0, 1));
+            assert_eq!(keys(&layer).0, grown, "step {i} copied the buffer");
+        }
+        assert_eq!((layer.len, layer.capacity()), (5 + ROOM, 5 + ROOM));
+        // Full: the next step copies the filled slots into a larger buffer.
+        let _ = layer.append(step(-1.0, 1), step(0.0, 1));
+        let (moved, filled) = keys(&layer);
+        assert_ne!(moved, grown);
+        let expected: Vec<f32> = [1.0; 4]
+            .into_iter()
+            .chain([2.0])
+            .chain((0..ROOM).map(|i| 3.0 + i as f32))
+            .chain([-1.0])
+            .flat_map(|x| [x; 3])
+            .collect();
+        // Both batch rows hold the same keys, slot after slot.
+        assert_eq!(filled[..expected.len()], expected[..]);
+        assert_eq!(filled[expected.len()..], expected[..]);
+        // A shared buffer is never written under its other holder.
+        let (held, _) = layer.kv.clone().unwrap();
+        let before: Vec<f32> = held.clone().into_data().to_vec().unwrap();
+        let _ = layer.append(step(9.0, 1), step(0.0, 1));
+        assert_eq!(held.into_data().to_vec::<f32>().unwrap(), before);
+    }
 }

@@ -45,13 +45,13 @@ fn exp_neg(d: f32) -> f32 {
 }
 
 /// The backend a tensor lives on, as far as this module cares.
-enum On<B: Backend> {
+pub(crate) enum On<B: Backend> {
     Train(FloatTensor<CpuTrain>),
     Infer(FlexTensor),
     Other(FloatTensor<B>),
 }
 
-fn classify<B: Backend, const D: usize>(x: Tensor<B, D>) -> On<B> {
+pub(crate) fn classify<B: Backend, const D: usize>(x: Tensor<B, D>) -> On<B> {
     let p = x.into_primitive().tensor();
     let boxed: Box<dyn Any> = Box::new(p);
     if TypeId::of::<B>() == TypeId::of::<CpuTrain>() {
@@ -63,7 +63,7 @@ fn classify<B: Backend, const D: usize>(x: Tensor<B, D>) -> On<B> {
     }
 }
 
-fn back<B: Backend, const D: usize, T: 'static>(p: T) -> Tensor<B, D> {
+pub(crate) fn back<B: Backend, const D: usize, T: 'static>(p: T) -> Tensor<B, D> {
     let boxed: Box<dyn Any> = Box::new(p);
     let p: FloatTensor<B> = *boxed
         .downcast()
@@ -74,7 +74,7 @@ fn back<B: Backend, const D: usize, T: 'static>(p: T) -> Tensor<B, D> {
 /// A CPU tensor as `f32` whose buffer is exactly its elements in row-major order (copied only
 /// when it is not: a permuted view, an offset, or a prefix of a larger buffer — `storage()`
 /// returns the whole buffer, whatever the layout).
-fn contiguous(t: FlexTensor) -> FlexTensor {
+pub(crate) fn contiguous(t: FlexTensor) -> FlexTensor {
     let t = if t.dtype() == DType::F32 {
         t
     } else {

@@ -503,6 +503,22 @@ impl<B: Backend> PolicyModel<B> {
         // The bias repeated over the heads once for every block: adding a `[b, 1, t, total]`
         // bias to `[b, h, t, total]` scores broadcasts over a middle dimension, which the CPU
         // backend runs element by element; same-shaped tensors add at memory speed.
+        let bias = match cache.as_deref_mut() {
+            Some(c) if !c.is_empty() => {
+                // The layers' buffers may hold free slots after the new ones (see
+                // `LayerCache`): masked for every query.
+                c.reserve(x.dims()[1]);
+                let [b, _, t, total] = bias.dims();
+                match c.capacity().checked_sub(total) {
+                    Some(free) if free > 0 => {
+                        let masked = Tensor::full([b, 1, t, free], f32::NEG_INFINITY, &x.device());
+                        Tensor::cat(vec![bias, masked], 3)
+                    }
+                    _ => bias,
+                }
+            }
+            _ => bias,
+        };
         let bias = bias.repeat_dim(1, first.n_heads);
         for (i, block) in self.blocks.iter().enumerate() {
             let layer = cache.as_deref_mut().map(|c| c.layer(i));

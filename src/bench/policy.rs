@@ -33,6 +33,13 @@ pub struct PolicyReport {
     /// Generated tokens per second after the prefill (a pretrained model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_tokens_per_s: Option<f64>,
+    /// Generated tokens per second behind a long context (a pretrained model): batch
+    /// [`LONG_BATCH`], prompts of [`LONG_PROMPT`] tokens, [`LONG_NEW`] tokens each, timed as
+    /// the generation minus one that stops after its first token (the prefill). What a
+    /// multi-turn rollout's later turns cost, where the keys and values of the history
+    /// outweigh the model's weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_long_context_tokens_per_s: Option<f64>,
     /// Forward and backward, per token (µs), after a first pass.
     pub fwd_bwd_us_per_token: f64,
     /// Forward and backward tokens per second, after a first pass.
@@ -166,6 +173,25 @@ pub fn run<B: burn::tensor::backend::AutodiffBackend>(
         out.prefill_tokens_per_s =
             Some(((batch * prompt_len) as f64 / prefill.as_secs_f64()).round());
         out.decode_tokens_per_s = Some(decode.round());
+        let rows: Vec<Vec<u32>> = random_ids(LONG_BATCH, LONG_PROMPT)
+            .chunks(LONG_PROMPT)
+            .map(<[u32]>::to_vec)
+            .collect();
+        let time = |new: usize| -> anyhow::Result<Duration> {
+            let mut constraints: Vec<_> = (0..LONG_BATCH).map(|_| None).collect();
+            let sample = SampleConfig {
+                max_new_tokens: new,
+                ..SampleConfig::default()
+            };
+            let start = Instant::now();
+            generate(&model, &rows, &mut constraints, u32::MAX, &sample, device)?;
+            Ok(start.elapsed())
+        };
+        let prefill = time(1)?;
+        let whole = time(1 + LONG_NEW)?;
+        out.decode_long_context_tokens_per_s = Some(
+            ((LONG_BATCH * LONG_NEW) as f64 / whole.saturating_sub(prefill).as_secs_f64()).round(),
+        );
     }
     // Forward + backward: batch 8 x 128 tokens through the autodiff backend, every weight. The
     // first pass pays what a training run pays once (page faults of fresh buffers, BLAS
@@ -233,6 +259,13 @@ pub fn run<B: burn::tensor::backend::AutodiffBackend>(
     }
     Ok(out)
 }
+
+/// Sequences of the long-context decode figure.
+pub const LONG_BATCH: usize = 8;
+/// Prompt tokens of each (about a support conversation's history).
+pub const LONG_PROMPT: usize = 1024;
+/// Tokens each generates after its first.
+pub const LONG_NEW: usize = 64;
 
 /// Forward+backward passes timed after the first (here and in the PyTorch reference).
 const FWD_BWD_WARM_PASSES: usize = 2;
