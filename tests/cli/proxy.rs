@@ -107,7 +107,10 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     // segments join past it.
     let longest = |side: &serde_json::Value| side["longest_sample"].as_u64().unwrap();
     assert!(longest(stitched) <= longest(proxy).max(800), "{report}");
-    assert!(longest(stitched) > longest(proxy), "nothing joined: {report}");
+    assert!(
+        longest(stitched) > longest(proxy),
+        "nothing joined: {report}"
+    );
     assert!(env["longest_sample"].is_null(), "{report}");
     assert!(out.join("proxy-stitched/traces.db").exists());
     // Each warm start is kept beside its run, as `train` keeps its own.
