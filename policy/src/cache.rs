@@ -14,12 +14,12 @@ const ROOM: usize = 64;
 /// Keys and values of one layer, `[batch, kv_heads, capacity, head_dim]` each, of which the
 /// first `len` slots are filled.
 ///
-/// A decoding step writes its keys and values into free slots in place (burn's
-/// `slice_assign` on a tensor nobody else holds copies nothing) and attends over the whole
-/// buffer, the free slots masked by the bias ([`PolicyModel`](crate::PolicyModel) pads it to
-/// [`KvCache::capacity`]). Appending by concatenation copied every cached key and value at
-/// every step, for every layer: at a batch of 16 and 1,400 cached tokens about 1 GB of SmolLM2's
-/// keys and values read and written per token generated, more than its weights.
+/// A decoding step writes its keys and values into free slots in place (`write_slots`)
+/// and attends over the whole buffer, the free slots masked by the bias
+/// ([`PolicyModel`](crate::PolicyModel) pads it to [`KvCache::capacity`]). Appending by
+/// concatenation copied every cached key and value at every step, for every layer: at a
+/// batch of 16 and 1,400 cached tokens about 1 GB of SmolLM2's keys and values per decoding
+/// step, more than its weights (0.54 GB).
 #[derive(Clone, Debug, Default)]
 pub struct LayerCache<B: Backend> {
     kv: Option<(Tensor<B, 4>, Tensor<B, 4>)>,

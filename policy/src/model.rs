@@ -500,9 +500,6 @@ impl<B: Backend> PolicyModel<B> {
             first.rope_interleaved,
             [first.n_heads, first.n_kv_heads],
         );
-        // The bias repeated over the heads once for every block: adding a `[b, 1, t, total]`
-        // bias to `[b, h, t, total]` scores broadcasts over a middle dimension, which the CPU
-        // backend runs element by element; same-shaped tensors add at memory speed.
         let bias = match cache.as_deref_mut() {
             Some(c) if !c.is_empty() => {
                 // The layers' buffers may hold free slots after the new ones (see
@@ -519,6 +516,9 @@ impl<B: Backend> PolicyModel<B> {
             }
             _ => bias,
         };
+        // The bias repeated over the heads once for every block: adding a `[b, 1, t, total]`
+        // bias to `[b, h, t, total]` scores broadcasts over a middle dimension, which the CPU
+        // backend runs element by element; same-shaped tensors add at memory speed.
         let bias = bias.repeat_dim(1, first.n_heads);
         for (i, block) in self.blocks.iter().enumerate() {
             let layer = cache.as_deref_mut().map(|c| c.layer(i));
