@@ -68,13 +68,10 @@ impl<B: Backend> LayerCache<B> {
     /// slots and returns the whole buffers: `[batch, kv_heads, capacity, head_dim]`, of which
     /// the first `len` slots (now including these) are filled and the rest must be masked.
     pub fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
-        let [b, h, t, d] = k.dims();
+        let t = k.dims()[2];
         self.reserve(t);
         let (k, v) = match self.kv.take() {
-            Some((bk, bv)) => (
-                write_slots(bk, self.len, k, [b, h, t, d]),
-                write_slots(bv, self.len, v, [b, h, t, d]),
-            ),
+            Some((bk, bv)) => (write_slots(bk, self.len, k), write_slots(bv, self.len, v)),
             None => (k, v),
         };
         self.len += t;
@@ -96,20 +93,15 @@ impl<B: Backend> LayerCache<B> {
 }
 
 /// `buf` (`[b, h, capacity, d]`) with slots `at..at + t` of each of its `[b, h]` rows
-/// overwritten by `new` (`[b, h, t, d]`, `dims`).
+/// overwritten by `new` (`[b, h, t, d]`).
 ///
 /// Written by hand for the CPU backend: burn-flex's `slice_assign` keeps a second reference
 /// to the buffer while it writes, so its copy-on-write copies the whole buffer first — the
 /// very copy the cache's free slots exist to avoid. Here the write goes into the buffer's own
 /// memory whenever nothing else holds it (a decoding step's buffers are held by the cache
 /// alone between steps). On other backends, and for the autodiff one, it is `slice_assign`.
-fn write_slots<B: Backend>(
-    buf: Tensor<B, 4>,
-    at: usize,
-    new: Tensor<B, 4>,
-    dims: [usize; 4],
-) -> Tensor<B, 4> {
-    let [b, h, t, d] = dims;
+fn write_slots<B: Backend>(buf: Tensor<B, 4>, at: usize, new: Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, t, d] = new.dims();
     if std::any::TypeId::of::<B>() != std::any::TypeId::of::<crate::Cpu>() {
         return buf.slice_assign([0..b, 0..h, at..at + t, 0..d], new);
     }
