@@ -24,8 +24,8 @@ use crate::proxy::{Drift, Samples, TraceStats, TraceStore};
 use crate::proxy_sft::{TeacherData, teacher_samples};
 use crate::trainer::plot::{Series, line_chart};
 use crate::trainer::{
-    Algo, EvalReport, IterMetrics, NewRun, RolloutEngine, RunDir, TrainConfig, Trainer, eval_plan,
-    evaluate, rollout_settings,
+    Algo, EvalReport, IterMetrics, NewRun, RolloutEngine, RunDir, TrainConfig, Trainer, eval_envs,
+    eval_plan, evaluate, rollout_settings,
 };
 use crate::training::{
     ModelChoice, baseline_sft_data, env_batch, initial_policy, settings, sft_policy, sft_train,
@@ -772,8 +772,9 @@ fn env_eval(
         episodes,
         DEFAULT_EPISODES,
     );
-    let envs = env_batch(target, Backend::Wasm, seeds.len().clamp(1, 64))?;
-    let mut engine = RolloutEngine::new(envs, 2, tokenizer.clone(), rollout_settings(config))?;
+    let settings = rollout_settings(config);
+    let envs = env_batch(target, Backend::Wasm, eval_envs(&settings, seeds.len()))?;
+    let mut engine = RolloutEngine::new(envs, 2, tokenizer.clone(), settings)?;
     let (report, played) = evaluate(
         &mut engine,
         model,

@@ -12,7 +12,8 @@ use crate::env_api::Split;
 use crate::play::{baseline_episodes, eval_report};
 use crate::policy::load;
 use crate::trainer::{
-    EpisodeKind, EvalReport, Paired, RolloutEngine, RolloutSettings, RunDir, eval_plan, evaluate,
+    EpisodeKind, EvalReport, Paired, RolloutEngine, RolloutSettings, RunDir, eval_envs, eval_plan,
+    evaluate,
 };
 use crate::training::env_batch;
 use crate::{Backend, EnvTarget};
@@ -78,7 +79,7 @@ fn play_policy<B: BurnBackend>(
     }
     let backend = if wasm { Backend::Wasm } else { Backend::Native };
     let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
-    let envs = env_batch(env, backend, seeds.len().clamp(1, 64))?;
+    let envs = env_batch(env, backend, eval_envs(&settings, seeds.len()))?;
     let mut engine = RolloutEngine::new(envs, 2, tokenizer, settings)?;
     let (policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
     Ok(Comparison {

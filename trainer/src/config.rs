@@ -219,12 +219,22 @@ pub struct RolloutConfig {
     /// after another. Bounds one generation's KV cache (65,536 tokens are ~3 GB for
     /// SmolLM2-135M); each live episode's encoded history is kept besides, until it ends.
     pub batch_tokens: usize,
+    /// The most episodes an evaluation (the closing table, `eval`) plays at once; the test
+    /// tasks are played in consecutive chunks of this many. Each live episode keeps its
+    /// encoded history (up to `max_context` tokens of keys and values: 64 MB at 1,400
+    /// tokens for SmolLM2-135M) from turn to turn, so this bounds an evaluation's memory
+    /// where long multi-turn episodes would otherwise hold gigabytes at once.
+    pub eval_at_once: usize,
     /// How each iteration's tasks are chosen: `uniform` (by seed), or `pass_rate` (an env
     /// with a fixed train task list: tasks in proportion to the chance that a group of them
     /// has both outcomes, from each task's record in the run; see
     /// [`PassRates`](crate::PassRates)). The proxy source draws uniformly.
     pub select: crate::TaskSelect,
 }
+
+/// The most episodes [`RolloutConfig::eval_at_once`] admits (each one an env instance and,
+/// while it lasts, a KV cache).
+pub const MAX_EVAL_AT_ONCE: usize = 1024;
 
 impl Default for RolloutConfig {
     fn default() -> Self {
@@ -242,6 +252,7 @@ impl Default for RolloutConfig {
             on_env_error: OnEnvError::Exclude,
             max_gen_batches: 3,
             batch_tokens: 1 << 16,
+            eval_at_once: 64,
             select: crate::TaskSelect::Uniform,
         }
     }
@@ -455,6 +466,12 @@ impl TrainConfig {
         }
         if r.batch_tokens == 0 {
             return bad("rollout.batch_tokens must be positive".into());
+        }
+        if !(1..=MAX_EVAL_AT_ONCE).contains(&r.eval_at_once) {
+            return bad(format!(
+                "rollout.eval_at_once must be 1 to {MAX_EVAL_AT_ONCE}, got {}",
+                r.eval_at_once
+            ));
         }
         if r.max_turns == 0 || r.max_new_tokens == 0 || r.max_context < 16 {
             return bad("rollout.max_turns, rollout.max_new_tokens must be positive and rollout.max_context >= 16".into());
@@ -678,6 +695,14 @@ mod tests {
             (
                 json!({"rollout": {"batch_tokens": 0}}),
                 "rollout.batch_tokens",
+            ),
+            (
+                json!({"rollout": {"eval_at_once": 0}}),
+                "rollout.eval_at_once",
+            ),
+            (
+                json!({"rollout": {"eval_at_once": 100_000}}),
+                "rollout.eval_at_once",
             ),
             (
                 json!({"rollout": {"tasks_per_iter": 4_000_000_000u64}}),

@@ -6,7 +6,7 @@ use sandgym_policy::PolicyModel;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::rollout::{Episode, RolloutEngine};
+use crate::rollout::{Episode, RolloutEngine, RolloutSettings};
 
 /// The outcome of an evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -163,6 +163,13 @@ pub fn eval_plan(
         seeds.sort_unstable();
     }
     (seeds, options.cycling())
+}
+
+/// How many envs an evaluation of `episodes` episodes is played on: all of them, at most
+/// `settings.eval_at_once` (and at least one). [`evaluate`] plays the seeds in chunks of the
+/// engine's capacity, so this bounds the KV caches held at once.
+pub fn eval_envs(settings: &RolloutSettings, episodes: usize) -> usize {
+    episodes.clamp(1, settings.eval_at_once.max(1))
 }
 
 /// Plays one episode per seed with `model` (greedy decoding when `temperature` is 0), in

@@ -44,7 +44,7 @@ pub use config::{
 pub use curriculum::{PassRates, TaskSelect};
 pub use episode_log::{EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log};
 pub use error::{Result, TrainError};
-pub use eval::{EvalReport, eval_plan, evaluate, wilson_interval};
+pub use eval::{EvalReport, eval_envs, eval_plan, evaluate, wilson_interval};
 pub use journal::{Captured, SampleJournal};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};

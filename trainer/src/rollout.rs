@@ -33,6 +33,8 @@ pub struct RolloutSettings {
     /// The most tokens (contexts plus `max_new_tokens` each) of one batched generation; a
     /// turn with more live episodes generates them in several batches.
     pub batch_tokens: usize,
+    /// The most episodes an evaluation plays at once ([`eval_envs`](crate::eval_envs)).
+    pub eval_at_once: usize,
     /// Limits of the free-text fields of actions.
     pub limits: ActionLimits,
 }

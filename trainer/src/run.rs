@@ -84,6 +84,7 @@ pub fn rollout_settings(config: &TrainConfig) -> RolloutSettings {
         max_context: config.rollout.max_context,
         max_observation_chars: config.rollout.max_observation_chars,
         batch_tokens: config.rollout.batch_tokens,
+        eval_at_once: config.rollout.eval_at_once,
         limits: ActionLimits {
             thought_chars: config.rollout.thought_chars,
             response_chars: config.rollout.response_chars,

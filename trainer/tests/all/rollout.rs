@@ -5,7 +5,7 @@ use sandgym_env_api::{
     Action, BoxEnv, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result,
 };
 use sandgym_policy::{ActionLimits, Cpu, sequence_logprobs};
-use sandgym_trainer::{RolloutEngine, RolloutSettings};
+use sandgym_trainer::{RolloutEngine, RolloutSettings, eval_envs, evaluate};
 
 fn settings() -> RolloutSettings {
     RolloutSettings {
@@ -14,6 +14,7 @@ fn settings() -> RolloutSettings {
         max_context: 400,
         max_observation_chars: 100,
         batch_tokens: 1 << 16,
+        eval_at_once: 64,
         limits: ActionLimits {
             thought_chars: 0,
             response_chars: 8,
@@ -333,4 +334,65 @@ fn an_episodes_narrowed_tool_schema_constrains_its_sampled_calls() {
         }
     }
     assert!(calls > 0, "no tool call was sampled");
+}
+
+#[test]
+fn an_evaluation_plays_its_episodes_in_chunks_of_eval_at_once_with_the_same_outcomes() {
+    // Each live episode keeps its KV cache until it ends, so `eval_at_once` is what bounds
+    // an evaluation's memory: the seeds are played a chunk at a time, each once, and greedy
+    // decoding gives every episode the same tokens as when all play at once.
+    let tok = crate::pick_tokenizer();
+    let device = sandgym_policy::select_device();
+    let model = crate::seeded::<Cpu>(&crate::tiny(tok.vocab_size()), 5);
+    let seeds: Vec<u64> = (300..307).collect();
+    let play = |at_once: usize| {
+        let settings = RolloutSettings {
+            eval_at_once: at_once,
+            ..settings()
+        };
+        let n = eval_envs(&settings, seeds.len());
+        let envs = (0..n).map(|_| ThreeCalls::boxed()).collect();
+        let mut engine = RolloutEngine::new(envs, 2, tok.clone(), settings).unwrap();
+        assert_eq!(engine.capacity(), n);
+        evaluate(
+            &mut engine,
+            &model,
+            &device,
+            &seeds,
+            &ResetOptions::default(),
+            0.0,
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        eval_envs(
+            &RolloutSettings {
+                eval_at_once: 3,
+                ..settings()
+            },
+            7
+        ),
+        3
+    );
+    assert_eq!(
+        eval_envs(
+            &RolloutSettings {
+                eval_at_once: 64,
+                ..settings()
+            },
+            7
+        ),
+        7
+    );
+    assert_eq!(eval_envs(&settings(), 0), 1);
+    let ((all_report, all), (chunked_report, chunked)) = (play(64), play(3));
+    assert_eq!(all.len(), seeds.len());
+    assert_eq!(chunked.len(), seeds.len());
+    for ((a, b), &seed) in all.iter().zip(&chunked).zip(&seeds) {
+        assert_eq!((a.seed, b.seed), (seed, seed));
+        assert_eq!(a.turns.len(), 3, "{:?}", a.error);
+        assert_eq!(a.tokens, b.tokens);
+        assert_eq!(a.total_reward(), b.total_reward());
+    }
+    assert_eq!(all_report.outcomes, chunked_report.outcomes);
 }

@@ -16,6 +16,7 @@ fn settings() -> RolloutSettings {
         max_context: 200,
         max_observation_chars: 100,
         batch_tokens: 1 << 16,
+        eval_at_once: 64,
         limits: ActionLimits {
             thought_chars: 0,
             response_chars: 8,
