@@ -235,6 +235,7 @@ fn router(shared: Arc<Shared>) -> Router {
             "/health",
             get(|| async { axum::Json(json!({"status": "healthy"})) }),
         )
+        .route("/sessions", get(sessions))
         .route("/metadata", get(metadata))
         .route("/schema", get(schema))
         .route(
@@ -463,6 +464,17 @@ impl Drop for Slot {
 
 fn error_frame(e: &WireError) -> Value {
     json!({"type": "error", "data": e.to_data()})
+}
+
+/// `GET /sessions` (a sandgym extension, like `/spec`): the WebSocket sessions held now and
+/// the most allowed. A session's slot is given back a moment after its socket closes, so a
+/// client about to fill the server can wait here until the last one's sessions are gone.
+async fn sessions(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
+    let max = s.config.max_sessions;
+    axum::Json(json!({
+        "active_sessions": s.active.load(Ordering::SeqCst).min(max),
+        "max_sessions": max,
+    }))
 }
 
 async fn send(socket: &mut WebSocket, frame: &Value) -> bool {

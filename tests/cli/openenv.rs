@@ -248,6 +248,29 @@ fn serve_env_holds_its_max_sessions() {
     assert_eq!(held.sessions_held, 300, "{held:?}");
     // Each session waits for the answer to its reset before the time is up: all were served.
     assert!(held.requests >= 300, "{held:?}");
+    // The first run's sessions are given back as their sockets close: wait until all are.
+    let sessions = format!("{url}/sessions");
+    let start = std::time::Instant::now();
+    loop {
+        let body: serde_json::Value = serde_json::from_str(
+            &ureq::get(&sessions)
+                .call()
+                .unwrap()
+                .body_mut()
+                .read_to_string()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(body["max_sessions"], 300, "{body}");
+        if body["active_sessions"] == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "sessions still held: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let over = run_ws(&config(301)).unwrap();
     assert_eq!(over.sessions_held, 300, "{over:?}");
     // The one over is refused (its error frame says CAPACITY_REACHED, which the openenv

@@ -435,6 +435,13 @@ fn the_http_endpoints_answer_as_openenv_does() {
         http("GET", &url("/health"), None),
         (200, json!({"status": "healthy"}))
     );
+    assert_eq!(
+        http("GET", &url("/sessions"), None),
+        (
+            200,
+            json!({"active_sessions": 0, "max_sessions": ServeConfig::default().max_sessions})
+        )
+    );
     let (status, meta) = http("GET", &url("/metadata"), None);
     assert_eq!(
         (status, meta["name"].as_str()),
