@@ -129,7 +129,7 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
     let proxy = Proxy::start(&ProxyConfig::new(server.url()), &db).unwrap();
     // The task: answer as the serving policy answers greedily (its own reference answers); the
     // reward is the share of tokens in place. The incumbent, sampling, earns more of it than a
-    // model of random weights. The rewards are two-valued more than normal: at temperature 0.7
+    // model of random weights. The rewards are far from normal, mostly one value: at temperature 0.7
     // the incumbent's samples left its greedy answer after the grammar's two forced tokens
     // (reward 2/24) 60% of the time, and a trial that judged 10 such rollouts against a
     // random model's once promoted the random one (Welch's z on a zero-variance side). At
