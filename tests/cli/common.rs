@@ -12,6 +12,12 @@ pub(crate) fn assert_success(out: &std::process::Output) {
     );
 }
 
+/// The JSON a GET of `url` answers.
+pub(crate) fn get(url: &str) -> serde_json::Value {
+    let mut resp = ureq::get(url).call().unwrap();
+    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+}
+
 pub(crate) fn sandgym(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sandgym"))
         .args(args)

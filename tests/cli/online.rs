@@ -21,7 +21,7 @@ use sandgym::proxy::{
 };
 use sandgym::trainer::RunDir;
 
-use super::common::{assert_success, spawn, tmp};
+use super::common::{assert_success, get, spawn, tmp};
 use serde_json::{Value, json};
 
 /// A small guess-number run (SFT only) to serve and to continue learning from.
@@ -416,11 +416,6 @@ fn the_loop_learns_swaps_mid_traffic_and_rolls_back_a_bad_candidate() {
         Some(second.version.as_str())
     );
     let _ = std::fs::remove_dir_all(&run);
-}
-
-fn get(url: &str) -> Value {
-    let mut resp = ureq::get(url).call().unwrap();
-    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
 }
 
 /// The same loop from the command line: `serve-policy --follow`, `proxy`, `learn`.

@@ -1,6 +1,6 @@
 //! OpenEnv's protocol: `serve-env`, remote envs, OpenEnv's own Python client and server.
 
-use super::common::{KillOnDrop, assert_success, sandgym, spawn, tmp};
+use super::common::{KillOnDrop, assert_success, get, sandgym, spawn, tmp};
 use std::process::Command;
 
 /// A Python with OpenEnv's client (`openenv` 0.10.0 from the package registry, with what its
@@ -252,15 +252,7 @@ fn serve_env_holds_its_max_sessions() {
     let sessions = format!("{url}/sessions");
     let start = std::time::Instant::now();
     loop {
-        let body: serde_json::Value = serde_json::from_str(
-            &ureq::get(&sessions)
-                .call()
-                .unwrap()
-                .body_mut()
-                .read_to_string()
-                .unwrap(),
-        )
-        .unwrap();
+        let body = get(&sessions);
         assert_eq!(body["max_sessions"], 300, "{body}");
         if body["active_sessions"] == 0 {
             break;
