@@ -54,14 +54,19 @@ pub(crate) fn task_set(config: &SqlConfig) -> Result<TaskSet> {
 }
 
 /// The tasks the configuration declares (its task file, or the bundled set, or none when it
-/// gives databases alone), with every database of `databases`.
+/// gives databases alone or asks for the curriculum alone), with every database of
+/// `databases`.
 fn declared(config: &SqlConfig) -> Result<TaskSet> {
     let mut tasks = match &config.tasks_jsonl {
         Some(text) => TaskSet::from_jsonl_with(text.as_bytes(), &config.databases)?,
-        None if !config.databases.is_empty() => TaskSet {
-            tasks: Vec::new(),
-            databases: config.databases.clone(),
-        },
+        None if !config.databases.is_empty()
+            || config.curriculum.as_ref().is_some_and(|c| c.alone) =>
+        {
+            TaskSet {
+                tasks: Vec::new(),
+                databases: config.databases.clone(),
+            }
+        }
         None => tasks::bundled(),
     };
     for (name, sql) in &config.databases {

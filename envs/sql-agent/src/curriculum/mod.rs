@@ -45,6 +45,11 @@ pub struct Curriculum {
     /// The last this many databases' tasks are test tasks (schemas never trained on); the
     /// others' are train tasks.
     pub test_databases: usize,
+    /// The curriculum's tasks alone: without the bundled tasks beside them (when the
+    /// configuration has no task file and no `databases` of its own). With
+    /// [`Curriculum::test_databases`], the test split is then the unseen schemas' tasks and
+    /// nothing else — a measure of an agent on databases it never saw.
+    pub alone: bool,
 }
 
 impl Default for Curriculum {
@@ -54,6 +59,7 @@ impl Default for Curriculum {
             seed: 0,
             per_table: 6,
             test_databases: 0,
+            alone: false,
         }
     }
 }

@@ -330,6 +330,28 @@ fn the_curriculum_adds_databases_whose_written_tasks_answer() {
     }
 }
 
+/// `"alone": true` keeps the curriculum's tasks and nothing else: no bundled task nor
+/// database, and with `test_databases` the test split is exactly the unseen schemas' tasks.
+#[test]
+fn a_curriculum_alone_has_no_bundled_tasks_and_tests_on_unseen_schemas() {
+    let c = json!({"curriculum": {"databases": 4, "test_databases": 1, "seed": 5, "alone": true}});
+    let env = SqlAgentEnv::from_config(c.as_object().unwrap()).unwrap();
+    let tasks = env.tasks();
+    assert!(tasks.tasks.len() >= 4 * 12, "{}", tasks.tasks.len());
+    assert_eq!(tasks.databases.len(), 4, "{:?}", tasks.databases.keys());
+    for t in &tasks.tasks {
+        assert!(t.database.starts_with("cur"), "{}", t.id);
+        assert_eq!(
+            t.split == Split::Test,
+            t.database.starts_with("cur3_"),
+            "{}",
+            t.id
+        );
+    }
+    assert!(tasks.tasks.iter().any(|t| t.split == Split::Test));
+    assert!(tasks.tasks.iter().any(|t| t.split == Split::Train));
+}
+
 /// The narrowing's string literals are the question's spans that are text values of the
 /// database, or dates; a question naming none gets no string literal to write (neither a span
 /// of it nor an empty one).
