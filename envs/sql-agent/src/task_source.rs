@@ -28,6 +28,11 @@ pub(crate) fn task_set_and_images(
     }
     add_written(config, &mut tasks, &images)?;
     add_curriculum(config, &mut tasks, &mut images)?;
+    if tasks.tasks.is_empty() {
+        return Err(EnvError::InvalidConfig {
+            reason: "sql-agent: the configuration gives no tasks (a curriculum alone needs at least one database)".into(),
+        });
+    }
     Ok((tasks, images))
 }
 

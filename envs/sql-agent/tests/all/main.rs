@@ -350,6 +350,12 @@ fn a_curriculum_alone_has_no_bundled_tasks_and_tests_on_unseen_schemas() {
     }
     assert!(tasks.tasks.iter().any(|t| t.split == Split::Test));
     assert!(tasks.tasks.iter().any(|t| t.split == Split::Train));
+    let none = json!({"curriculum": {"databases": 0, "alone": true}});
+    let err = match SqlAgentEnv::from_config(none.as_object().unwrap()) {
+        Ok(_) => panic!("a configuration with no tasks must be an error"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("gives no tasks"), "{err}");
 }
 
 /// The narrowing's string literals are the question's spans that are text values of the
