@@ -5,12 +5,14 @@
 //! A thread that is idle takes the oldest request whose version no thread is decoding with
 //! room to spare, waits the batch window for more of that version, and decodes. While it
 //! runs, every step admits that version's waiting requests up to the batch size, so a short
-//! request joins a long batch at its next step instead of waiting for it to end. A request of
-//! another version (a canary, a shadow) goes to an idle thread; when none is idle, the running
-//! batches stop admitting until one drains, so no version waits behind another forever.
+//! request joins a long batch at its next step instead of waiting for it to end (in the
+//! express lane beside it, [`crate::express`], when its budget is short and the batch's
+//! long). A request of another version (a canary, a shadow) goes to an idle thread; when
+//! none is idle, the running batches stop admitting until one drains, so no version waits
+//! behind another forever.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -18,6 +20,7 @@ use crossbeam_channel::Sender;
 use sandgym_policy::{Cpu, Decoder, PolicyError, RowRequest, Sampled, SeqCache, ToolCallGrammar};
 
 use crate::deploy::Versioned;
+use crate::express::{Express, Lanes, Stepped};
 use crate::http::{Gone, HttpError};
 
 /// One request to generate.
@@ -204,31 +207,47 @@ pub(crate) struct Batching {
     pub window: std::time::Duration,
     /// The end-of-turn token.
     pub end: u32,
+    /// Which requests run in the express lane beside a long batch.
+    pub express: Express,
 }
 
-/// One generating thread: batches of the queue's requests until it is closed. `largest`
-/// records the most rows decoded together.
-pub(crate) fn generate_loop(queue: &JobQueue, batching: Batching, largest: &AtomicUsize) {
+/// What the generating threads count, for the server's reports.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// The most rows decoded together.
+    pub largest: AtomicUsize,
+    /// Steps of the express lane alone (the long batch waiting).
+    pub express_steps: AtomicU64,
+}
+
+/// One generating thread: batches of the queue's requests until it is closed.
+pub(crate) fn generate_loop(queue: &JobQueue, batching: Batching, counters: &Counters) {
     while let Some((first, mut lane)) = queue.first() {
         let policy = first.policy.clone();
-        decode(queue, &mut lane, &policy, first, batching, largest);
+        decode(queue, &mut lane, &policy, first, batching, counters);
         queue.leave(&mut lane);
     }
 }
 
 /// Decodes `first` and the requests of its version that arrive while it runs, until none is
-/// left running or waiting.
+/// left running or waiting; short requests that arrive beside long ones take the express
+/// lane ([`Lanes`]).
 fn decode(
     queue: &JobQueue,
     lane: &mut Lane,
     policy: &Versioned,
     first: Job,
     batching: Batching,
-    largest: &AtomicUsize,
+    counters: &Counters,
 ) {
     let max_batch = batching.max_batch.max(1);
-    let mut decoder = Decoder::new(&policy.model, batching.end, &Default::default());
-    decoder.keep_caches(policy.prefix().is_enabled());
+    let keep = policy.prefix().is_enabled();
+    let decoder = || {
+        let mut d = Decoder::new(&policy.model, batching.end, &Default::default());
+        d.keep_caches(keep);
+        d
+    };
+    let mut decoder = Lanes::new(decoder(), decoder(), batching.express);
     let mut running: HashMap<usize, Job> = HashMap::new();
     let mut next_id = 0;
     let mut arriving = vec![first];
@@ -237,21 +256,34 @@ fn decode(
     loop {
         let requests = rows_of(arriving, &mut running, &mut next_id);
         let (continuing, fresh) = with_bases(policy, requests);
-        let stop = |id: usize| running.get(&id).is_none_or(|j| j.gone.is_set());
-        // A failure inside generation answers its rows with 500s and leaves the server up.
-        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let admitted = guarded(&mut running, || {
             decoder.admit(fresh);
             decoder.admit_continuing(continuing);
-            largest.fetch_max(decoder.running(), Ordering::Relaxed);
-            decoder.step(&stop);
-        }));
-        if stepped.is_err() {
-            for (_, job) in running.drain() {
-                let _ = job
-                    .reply
-                    .send(Err(HttpError::new(500, "generation failed: it panicked")));
-            }
+            counters
+                .largest
+                .fetch_max(decoder.running(), Ordering::Relaxed);
+        });
+        if !admitted {
             return;
+        }
+        // Requests that arrived while those were encoded join before the next step (a short
+        // one that came during a long batch's encoding decodes in the express lane at once).
+        arriving = queue.more(lane, max_batch.saturating_sub(decoder.running()), None);
+        if !arriving.is_empty() {
+            continue;
+        }
+        let stop = |id: usize| running.get(&id).is_none_or(|j| j.gone.is_set());
+        let stepped =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decoder.step(&stop)));
+        match stepped {
+            Ok(Stepped::ExpressOnly) => {
+                counters.express_steps.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Stepped::All) => {}
+            Err(_) => {
+                fail_all(&mut running);
+                return;
+            }
         }
         let kept = decoder.take_caches();
         if !kept.is_empty() {
@@ -272,6 +304,25 @@ fn decode(
         if arriving.is_empty() && decoder.is_idle() {
             return;
         }
+    }
+}
+
+/// Runs `f`; a failure inside it (a panic in generation) answers every running request with
+/// a 500 and leaves the server up. Whether `f` returned.
+fn guarded(running: &mut HashMap<usize, Job>, f: impl FnOnce()) -> bool {
+    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+    if !ok {
+        fail_all(running);
+    }
+    ok
+}
+
+/// Answers every running request with a 500: generation panicked.
+fn fail_all(running: &mut HashMap<usize, Job>) {
+    for (_, job) in running.drain() {
+        let _ = job
+            .reply
+            .send(Err(HttpError::new(500, "generation failed: it panicked")));
     }
 }
 

@@ -14,6 +14,7 @@ mod batcher;
 pub mod chat;
 pub mod deploy;
 mod error;
+mod express;
 mod follow;
 pub mod http;
 pub mod judge;
@@ -28,6 +29,7 @@ mod trace;
 
 pub use deploy::Trial;
 pub use error::{ProxyError, Result};
+pub use express::Express;
 pub use follow::{
     Action, Decision, FollowConfig, FollowState, Follower, decisions, last_incumbent,
 };

@@ -4,7 +4,9 @@
 //! or a final message. Answers carry the prompt's token ids (`prompt_token_ids`), the sampled
 //! ids (`choices[0].token_ids`) and per-token log-probs (`choices[0].logprobs`), as vLLM does
 //! with `return_token_ids`. Requests are batched continuously: one that arrives while a batch
-//! is decoding joins it at its next step ([`crate::batcher`]).
+//! is decoding joins it at its next step ([`crate::batcher`]), or, when its token budget is
+//! short and the batch's is long, decodes in an express lane stepped ahead of it
+//! ([`Express`]).
 //!
 //! Every answer names the policy version that produced it (`policy_version`). Versions are
 //! swapped while serving ([`PolicyServer::replace`]), or tried first as a canary or in shadow
@@ -13,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -25,9 +27,10 @@ use sandgym_policy::{
 use serde_json::json;
 
 use crate::Result;
-use crate::batcher::{Batching, Job, JobQueue, generate_loop};
+use crate::batcher::{Batching, Counters, Job, JobQueue, generate_loop};
 use crate::chat;
 use crate::deploy::{Deployment, Trial, Versioned, rollout_key};
+use crate::express::Express;
 use crate::http::{self, Gone, HttpError, Request, Response, Server};
 
 /// Most new tokens one request may ask for; more is cut to this.
@@ -61,6 +64,9 @@ pub struct ServerConfig {
     /// conversation's next call encodes only what it added
     /// ([`PrefixCache`](sandgym_policy::PrefixCache)); 0 keeps none.
     pub prefix_cache_bytes: usize,
+    /// Short requests that arrive while long ones decode run in a batch of their own, ahead
+    /// of the long one ([`Express`]).
+    pub express: Express,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +83,7 @@ impl Default for ServerConfig {
             concurrent_batches: 2,
             version: "v0".into(),
             prefix_cache_bytes: 1 << 30,
+            express: Express::default(),
         }
     }
 }
@@ -111,7 +118,7 @@ struct State {
     /// Replacements by [`PolicyServer::set_model`].
     swaps: AtomicU64,
     /// The most requests one batch has decoded together.
-    largest_batch: Arc<AtomicUsize>,
+    counters: Arc<Counters>,
     /// Message text longer than this cannot fit the context whatever it says: the context in
     /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
     /// costs a parse, not a tokenisation.
@@ -194,17 +201,18 @@ impl PolicyServer {
             .max_context
             .saturating_mul(longest_token_bytes(&tokenizer));
         let queue = Arc::new(JobQueue::default());
-        let largest_batch = Arc::new(AtomicUsize::new(0));
+        let counters = Arc::new(Counters::default());
         let batching = Batching {
             max_batch: config.max_batch,
             window: config.batch_window,
             end: tokenizer.end(),
+            express: config.express,
         };
         // The generating threads hold the queue, not the state: dropping the state closes
         // the queue, which ends them.
         for _ in 0..config.concurrent_batches.max(1) {
-            let (queue, largest) = (queue.clone(), largest_batch.clone());
-            std::thread::spawn(move || generate_loop(&queue, batching, &largest));
+            let (queue, counters) = (queue.clone(), counters.clone());
+            std::thread::spawn(move || generate_loop(&queue, batching, &counters));
         }
         let state = Arc::new(State {
             max_prompt_bytes,
@@ -224,7 +232,7 @@ impl PolicyServer {
             journal: Mutex::new(Vec::new()),
             generated: AtomicU64::new(0),
             swaps: AtomicU64::new(0),
-            largest_batch,
+            counters,
         });
         let handler_state = state.clone();
         let server = Server::start(&config.listen, move |request| {
@@ -308,9 +316,15 @@ impl PolicyServer {
         self.state.generated.load(Ordering::Relaxed)
     }
 
-    /// The most requests that one batch has decoded together so far.
+    /// The most requests that one batch has decoded together so far (its express lane
+    /// included).
     pub fn largest_batch(&self) -> usize {
-        self.state.largest_batch.load(Ordering::Relaxed)
+        self.state.counters.largest.load(Ordering::Relaxed)
+    }
+
+    /// Decode steps that ran the express lane alone while a long batch waited.
+    pub fn express_steps(&self) -> u64 {
+        self.state.counters.express_steps.load(Ordering::Relaxed)
     }
 
     /// What the incumbent's cache of finished generations has saved so far: prompts looked

@@ -9,7 +9,9 @@ use std::time::Duration;
 use sandgym::policy::{Cpu, load};
 use sandgym::proxy::judge::Judge;
 use sandgym::proxy::published::version_policy;
-use sandgym::proxy::{FollowConfig, FollowState, Follower, PolicyServer, ServerConfig, Trial};
+use sandgym::proxy::{
+    Express, FollowConfig, FollowState, Follower, PolicyServer, ServerConfig, Trial,
+};
 use sandgym::trainer::RunDir;
 
 /// Options of `sandgym serve-policy`.
@@ -30,6 +32,13 @@ pub struct Args {
     /// Most requests decoded together in one batch (new ones join it between decode steps).
     #[arg(long, default_value_t = 32)]
     max_batch: usize,
+    /// Requests of at most this many new tokens (`max_tokens`) that arrive while longer ones
+    /// decode run in a batch of their own, stepped ahead of the long batch (0: they join it).
+    #[arg(long, default_value_t = Express::default().tokens)]
+    express_tokens: usize,
+    /// Most decode steps in a row a long batch waits for the short ones' batch.
+    #[arg(long, default_value_t = Express::default().wait)]
+    express_wait: usize,
     /// The model name served.
     #[arg(long, default_value = "sandgym-policy")]
     model: String,
@@ -92,6 +101,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             max_batch: args.max_batch,
             version: version.clone(),
             prefix_cache_bytes,
+            express: Express {
+                tokens: args.express_tokens,
+                wait: args.express_wait,
+            },
             ..ServerConfig::default()
         },
     )?;

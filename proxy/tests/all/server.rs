@@ -2,7 +2,7 @@
 
 use sandgym_chat_api::{ChatRequest, Message};
 use sandgym_harnesses::{ChatClient, HarnessConfig, HarnessError, Tools};
-use sandgym_proxy::PolicyServer;
+use sandgym_proxy::{Express, PolicyServer};
 use serde_json::json;
 
 use crate::common::{FakeTools, post, server_config, tiny_policy};
@@ -241,13 +241,15 @@ fn a_schema_that_fails_while_decoding_fails_only_its_own_request() {
     assert!(message.contains("tool schema"), "{message}");
 }
 
-#[test]
-fn a_short_request_joins_a_running_batch_instead_of_waiting_for_it() {
-    // One generating thread: the short request can only be answered early by joining the long
-    // request's batch between its decode steps.
+/// A long request (1,500 forced characters, one per step) and, 50 ms into it, a short one
+/// (4 tokens), on a server with one generating thread and the express lane `express`: the
+/// long answer's token count, the tokens generated when the short answer came, and the
+/// server.
+fn short_behind_long(express: Express) -> (u64, u64, PolicyServer) {
     let (model, tok) = tiny_policy();
     let config = sandgym_proxy::ServerConfig {
         concurrent_batches: 1,
+        express,
         ..server_config(false)
     };
     let server = PolicyServer::start(model, tok, config).unwrap();
@@ -288,7 +290,51 @@ fn a_short_request_joins_a_running_batch_instead_of_waiting_for_it() {
         generated_before < long_tokens,
         "the short request was answered after the long one ({generated_before} tokens generated)"
     );
+    (long_tokens, generated_before, server)
+}
+
+#[test]
+fn a_short_request_joins_a_running_batch_instead_of_waiting_for_it() {
+    // No express lane and one generating thread: the short request can only be answered
+    // early by joining the long request's batch between its decode steps.
+    let off = Express {
+        tokens: 0,
+        ..Express::default()
+    };
+    let (_, _, server) = short_behind_long(off);
     assert_eq!(server.largest_batch(), 2);
+    assert_eq!(server.express_steps(), 0);
+}
+
+#[test]
+fn a_short_request_beside_a_long_batch_decodes_in_the_express_lane_while_the_long_one_waits() {
+    let express = Express {
+        tokens: 4,
+        wait: 1000,
+    };
+    let (_, _, server) = short_behind_long(express);
+    // Its steps (at most its 4 tokens and those its grammar forces) ran in the express lane
+    // alone.
+    let steps = server.express_steps();
+    assert!((1..200).contains(&steps), "{steps} express steps");
+    assert_eq!(server.largest_batch(), 2);
+    // A budget over the lane's bound is not short: it joins the long batch.
+    let (_, _, server) = short_behind_long(Express {
+        tokens: 3,
+        wait: 1000,
+    });
+    assert_eq!(server.express_steps(), 0);
+}
+
+#[test]
+fn a_long_batch_waits_for_the_express_lane_at_most_its_bound_in_a_row() {
+    // A bound of 0: the express lane never runs alone, the long batch steps beside it every
+    // time, and the short request is still answered first.
+    let (_, _, server) = short_behind_long(Express { tokens: 4, wait: 0 });
+    assert_eq!(server.express_steps(), 0);
+    // A bound of 1: the lanes take turns.
+    let (_, _, server) = short_behind_long(Express { tokens: 4, wait: 1 });
+    assert!(server.express_steps() > 0);
 }
 
 #[test]
