@@ -554,6 +554,13 @@ mod tests {
         );
         assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
         assert!(c.sft.demonstrations > 0 && c.schedule.iters == 10);
+        // RL on new schemas from a checkpoint (`--init`): 20 iterations by pass rate at 4e-5.
+        let c = pretrained(
+            include_str!("../configs/sql-agent-rl-new-schemas.json"),
+            Algo::Grpo,
+        );
+        assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
+        assert_eq!((c.optimiser.lr, c.schedule.iters), (4e-5, 20));
     }
 
     /// Recovery demonstrations: one for each train task that joins tables, each a mistake
