@@ -3,10 +3,11 @@
 //!
 //! Continuous batching alone lets a short request join a long batch at its next step, but
 //! on the CPU every step of that batch costs more than a step of the short request alone:
-//! a decode step of SmolLM2 with one row takes ~50 ms (OpenBLAS multiplies one row as a
-//! matrix-vector product that reads each weight once), with 2 to 12 rows 84–105 ms (it packs
-//! the weights into blocks first), so a short request inside a batch of long ones took
-//! 2.1–2.3× its solo latency (`bench serve`). The express lane keeps the short requests in a
+//! on the 2-core machine a decode step of SmolLM2 with one row took 32–50 ms (OpenBLAS
+//! multiplies one row as a matrix-vector product that reads each weight once), with four rows
+//! 45–48 ms and with 8 to 12 rows 54–105 ms (it packs the weights into blocks first), so a
+//! short request inside a batch of long ones took 2.1–2.8× its solo latency (`bench serve`;
+//! 1.7–1.9× in the express lane). The express lane keeps the short requests in a
 //! second [`Decoder`] and steps it alone while the long batch waits, up to a bound
 //! ([`Express::wait`]) so that a stream of short requests delays long ones but never stops
 //! them: the preemptive, shortest-first scheduling of serving systems such as FastServe,
