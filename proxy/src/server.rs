@@ -117,7 +117,8 @@ struct State {
     generated: AtomicU64,
     /// Replacements by [`PolicyServer::set_model`].
     swaps: AtomicU64,
-    /// The most requests one batch has decoded together.
+    /// What the generating threads count: the most rows decoded together, the express
+    /// lane's steps alone.
     counters: Arc<Counters>,
     /// Message text longer than this cannot fit the context whatever it says: the context in
     /// tokens times the longest token's bytes. Checked before tokenising, so a huge prompt
