@@ -11,6 +11,7 @@ use sandgym_env_api::{
 use crate::customer;
 use crate::narrowing;
 use crate::tasks::{self, Task};
+use crate::wordings::TrainWordings;
 use crate::world::{
     Email, KNOWLEDGE_BASE, OrderStatus, POLICY, RETURN_WINDOW_DAYS, Return, World, return_window,
     returnable,
@@ -48,6 +49,9 @@ impl Default for SupportReward {
 pub struct SupportConfig {
     /// Reward settings.
     pub reward: SupportReward,
+    /// The wordings the train split says its requests in (all ten by default; the test split's
+    /// is never among them).
+    pub train_wordings: TrainWordings,
 }
 
 const MAX_VIOLATIONS: usize = 4;
@@ -123,11 +127,16 @@ impl SupportEnv {
 
     /// The env with the given settings.
     pub fn with_config(config: SupportConfig) -> Self {
-        // The bundled tasks are generated once per process and shared by every env.
+        // The bundled tasks are generated once per process and shared by every env; other
+        // train wordings are generated per env (360 tasks, well under a millisecond each).
         static BUNDLED: std::sync::OnceLock<std::sync::Arc<Vec<Task>>> = std::sync::OnceLock::new();
-        let tasks = BUNDLED
-            .get_or_init(|| std::sync::Arc::new(tasks::bundled()))
-            .clone();
+        let tasks = if config.train_wordings.is_all() {
+            BUNDLED
+                .get_or_init(|| std::sync::Arc::new(tasks::bundled()))
+                .clone()
+        } else {
+            std::sync::Arc::new(tasks::bundled_with(&config.train_wordings))
+        };
         Self {
             spec: spec(&config.reward).with_tasks(sandgym_env_api::TaskCounts::of(
                 tasks.iter().map(|t| t.split),

@@ -29,6 +29,7 @@ mod gold;
 mod narrowing;
 mod package;
 mod tasks;
+mod wordings;
 mod world;
 
 pub use baseline::SupportBaseline;
@@ -36,5 +37,9 @@ pub use env::{SupportConfig, SupportEnv, SupportReward};
 pub use gold::SupportGold;
 pub use narrowing::quoted_spans;
 pub use package::PACKAGE;
-pub use tasks::{BUNDLED_TASKS, Intent, Task, bundled as bundled_tasks, generate};
+pub use tasks::{
+    BUNDLED_TASKS, Intent, Task, bundled as bundled_tasks, bundled_with as bundled_tasks_with,
+    generate, generate_with,
+};
+pub use wordings::{TRAIN_WORDINGS, TrainWordings};
 pub use world::{Customer, Email, KNOWLEDGE_BASE, Order, OrderStatus, POLICY, Return, World};

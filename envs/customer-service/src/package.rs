@@ -11,9 +11,12 @@ pub const PACKAGE: EnvPackage = EnvPackage {
     guest: "customer-service",
     register: SupportEnv::register,
     baseline: Some(|| Box::new(SupportBaseline::default())),
-    // The tasks do not depend on the configuration (it sets the reward only).
-    demonstrator: Some(|_, kind| match kind {
-        Demonstration::Solution => Ok(Box::new(SupportGold::bundled())),
+    // The demonstrator acts on the configuration's tasks (their train wordings differ; their
+    // worlds and expected states do not).
+    demonstrator: Some(|config, kind| match kind {
+        Demonstration::Solution => Ok(Box::new(SupportGold::new(
+            SupportEnv::from_config(config)?.tasks(),
+        ))),
         Demonstration::Recovery => Err(EnvError::InvalidConfig {
             reason:
                 "customer-service-v0's demonstrator models no recovery: set sft.recoveries to 0"

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use sandgym_env_api::{Split, SplitMix64};
 
+use crate::wordings::{TRAIN_WORDINGS, TrainWordings};
 use crate::world::{Customer, Order, OrderStatus, Return, World};
 
 /// What the customer wants.
@@ -110,9 +111,6 @@ const CITIES: [&str; 8] = [
 ];
 const CARRIERS: [&str; 3] = ["ParcelNow", "SwiftShip", "PostExpress"];
 const REASONS: [&str; 4] = ["broken", "the wrong size", "not as described", "damaged"];
-
-/// How many wordings of each request the train split rotates through.
-const TRAIN_WORDINGS: usize = 10;
 
 /// The customer's first messages for `intent`: [`TRAIN_WORDINGS`] train wordings, then the
 /// wording held out for the test split. The first three train wordings are the original ones;
@@ -283,13 +281,19 @@ enum Change {
 /// through the train wordings. Everything else comes from the seed (the wording only picks the
 /// opening's template, so a task's world does not depend on it).
 pub fn generate(index: usize) -> Task {
+    generate_with(index, &TrainWordings::default())
+}
+
+/// Generates task `index` as [`generate`] does, its train blocks rotating through `wordings`
+/// instead of all ten: the same world, the same expected state and facts, another opening.
+pub fn generate_with(index: usize, wordings: &TrainWordings) -> Task {
     let intent = INTENTS[index % INTENTS.len()];
     let block = index / INTENTS.len();
     let test = block % 4 == 3;
     let wording = if test {
         TRAIN_WORDINGS
     } else {
-        (block / 4 * 3 + block % 4) % TRAIN_WORDINGS
+        wordings.of_block(block / 4 * 3 + block % 4)
     };
     let mut rng = SplitMix64::new(0x5eed_0000 + index as u64);
     let mut world = World {
@@ -433,7 +437,14 @@ pub const BUNDLED_TASKS: usize = 360;
 
 /// Every bundled task.
 pub fn bundled() -> Vec<Task> {
-    (0..BUNDLED_TASKS).map(generate).collect()
+    bundled_with(&TrainWordings::default())
+}
+
+/// Every bundled task, the train split said in `wordings` only.
+pub fn bundled_with(wordings: &TrainWordings) -> Vec<Task> {
+    (0..BUNDLED_TASKS)
+        .map(|i| generate_with(i, wordings))
+        .collect()
 }
 
 #[cfg(test)]
@@ -510,6 +521,25 @@ mod tests {
             .map(|t| (format!("{:?}", t.intent), wording_of(t)))
             .collect();
         assert_eq!(head.len(), INTENTS.len() * TRAIN_WORDINGS);
+    }
+
+    #[test]
+    fn other_train_wordings_change_the_train_openings_only() {
+        let wordings = TrainWordings::new(vec![7, 8, 9]).unwrap();
+        let (all, some) = (bundled(), bundled_with(&wordings));
+        let mut used = std::collections::BTreeSet::new();
+        for (a, b) in all.iter().zip(&some) {
+            assert_eq!(
+                (&a.id, a.split, &a.world, &a.expected, &a.facts),
+                (&b.id, b.split, &b.world, &b.expected, &b.facts)
+            );
+            if a.split == Split::Test {
+                assert_eq!(a.opening, b.opening);
+            } else {
+                used.insert(wording_of(b));
+            }
+        }
+        assert_eq!(used, [7, 8, 9].into());
     }
 
     #[test]

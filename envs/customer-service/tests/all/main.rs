@@ -317,3 +317,54 @@ fn the_customer_answers_only_what_is_asked_and_bad_input_is_refused() {
         .unwrap();
     assert_eq!(missing.content, "No order O0001.");
 }
+
+#[test]
+fn train_wordings_pick_the_train_openings_and_the_demonstrator_follows_them() {
+    use sandgym_env_api::{Demonstration, EnvError};
+    use serde_json::Map;
+    let config =
+        |v: serde_json::Value| -> Map<String, serde_json::Value> { v.as_object().unwrap().clone() };
+    for bad in [json!([]), json!([10]), json!([2, 2]), json!("all")] {
+        let err = SupportEnv::from_config(&config(json!({ "train_wordings": bad }))).unwrap_err();
+        assert!(
+            matches!(&err, EnvError::InvalidConfig { reason } if reason.contains("train_wordings")),
+            "{bad}: {err}"
+        );
+    }
+    let some = config(json!({"train_wordings": [8]}));
+    let env = SupportEnv::from_config(&some).unwrap();
+    let (all, tasks) = (SupportEnv::new().tasks().to_vec(), env.tasks().to_vec());
+    // One wording: the train tasks of an intent all open the same way, and otherwise than the
+    // bundled ones' rotation; the test tasks keep the held-out wording.
+    let refunds: std::collections::BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| t.split == Split::Train && t.intent == Intent::RefundQuestion)
+        .map(|t| t.opening.replace(&t.world.orders[&t.order_id].item, "ITEM"))
+        .collect();
+    assert_eq!(refunds.len(), 1, "{refunds:?}");
+    let mut changed = 0;
+    for (a, b) in all.iter().zip(&tasks) {
+        if a.split == Split::Test {
+            assert_eq!(a.opening, b.opening);
+        } else {
+            changed += usize::from(a.opening != b.opening);
+        }
+    }
+    // Nine of every ten train tasks were said in another wording.
+    assert_eq!(changed, 270 - 27, "{changed}");
+    // The package's demonstrator plays the configured tasks and still solves them.
+    let mut demo =
+        (sandgym_env_support::PACKAGE.demonstrator.unwrap())(&some, Demonstration::Solution)
+            .unwrap();
+    let mut env = TimeLimit::from_spec(env);
+    for task in tasks.iter().filter(|t| t.split == Split::Train).take(18) {
+        let mut obs = env
+            .reset(0, &ResetOptions::default().with_task(task.id.clone()))
+            .unwrap();
+        assert!(obs.content.contains(&task.opening), "{}", task.id);
+        while !env.done().is_done() {
+            obs = env.step(&demo.act(&obs)).unwrap();
+        }
+        assert_eq!(env.inner().reward(), 1.0, "{}", task.id);
+    }
+}
