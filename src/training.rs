@@ -561,6 +561,22 @@ mod tests {
         );
         assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
         assert_eq!((c.optimiser.lr, c.schedule.iters), (4e-5, 20));
+        // RL on customer-service wordings SFT never saw, from a checkpoint: no SFT, groups of
+        // six by pass rate, three Adam steps an iteration.
+        let file: serde_json::Value = serde_json::from_str(include_str!(
+            "../configs/customer-service-rl-new-wordings.json"
+        ))
+        .unwrap();
+        let c = preset("customer-service-v0", Algo::Grpo, true)
+            .merge_json(&file)
+            .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
+        assert_eq!((c.sft.demonstrations, c.rollout.group_size), (0, 6));
+        assert_eq!(
+            c.rollout.tasks_per_iter * c.rollout.group_size / c.optimiser.minibatch,
+            3
+        );
     }
 
     /// Recovery demonstrations: one for each train task that joins tables, each a mistake
