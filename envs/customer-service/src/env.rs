@@ -128,7 +128,7 @@ impl SupportEnv {
     /// The env with the given settings.
     pub fn with_config(config: SupportConfig) -> Self {
         // The bundled tasks are generated once per process and shared by every env; other
-        // train wordings are generated per env (360 tasks, well under a millisecond each).
+        // train wordings are generated for each env made with them (360 small tasks).
         static BUNDLED: std::sync::OnceLock<std::sync::Arc<Vec<Task>>> = std::sync::OnceLock::new();
         let tasks = if config.train_wordings.is_all() {
             BUNDLED
