@@ -83,7 +83,8 @@ impl SupportGold {
         }
     }
 
-    /// The demonstrator of the bundled tasks (those every configuration of the env plays).
+    /// The demonstrator of the bundled tasks (the default configuration's; another
+    /// `train_wordings` says the train tasks otherwise: [`SupportGold::new`] with its tasks).
     pub fn bundled() -> Self {
         Self::new(&crate::tasks::bundled())
     }
