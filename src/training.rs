@@ -528,14 +528,13 @@ mod tests {
     /// (they start from `--init RUN/sft`), tasks by pass rate or DAPO's dynamic sampling.
     #[test]
     fn the_rl_after_sft_configs_apply() {
-        let pretrained = |text: &str, algo| {
+        let pretrained_for = |env: &str, text: &str, algo| {
             let file: serde_json::Value = serde_json::from_str(text).unwrap();
-            let c = preset("sql-agent-v0", algo, true)
-                .merge_json(&file)
-                .unwrap();
+            let c = preset(env, algo, true).merge_json(&file).unwrap();
             c.validate().unwrap();
             c
         };
+        let pretrained = |text: &str, algo| pretrained_for("sql-agent-v0", text, algo);
         let c = pretrained(
             include_str!("../configs/sql-agent-rl-pass-rate.json"),
             Algo::Grpo,
@@ -563,14 +562,11 @@ mod tests {
         assert_eq!((c.optimiser.lr, c.schedule.iters), (4e-5, 20));
         // RL on customer-service wordings SFT never saw, from a checkpoint: no SFT, groups of
         // six by pass rate, three Adam steps an iteration.
-        let file: serde_json::Value = serde_json::from_str(include_str!(
-            "../configs/customer-service-rl-new-wordings.json"
-        ))
-        .unwrap();
-        let c = preset("customer-service-v0", Algo::Grpo, true)
-            .merge_json(&file)
-            .unwrap();
-        c.validate().unwrap();
+        let c = pretrained_for(
+            "customer-service-v0",
+            include_str!("../configs/customer-service-rl-new-wordings.json"),
+            Algo::Grpo,
+        );
         assert_eq!(c.rollout.select, crate::trainer::TaskSelect::PassRate);
         assert_eq!((c.sft.demonstrations, c.rollout.group_size), (0, 6));
         assert_eq!(
