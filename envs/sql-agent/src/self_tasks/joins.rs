@@ -66,7 +66,9 @@ pub(super) fn join_count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written
         said: c,
     } = linked_category(w, &links, rng)?;
     let t = w.things(rng);
-    let q = match pick(rng, &["a", "b", "c"]) {
+    let q = match pick(rng, &["a", "b", "c", "d"]) {
+        // The value said as a kind of this table's rows: "How many Rock tracks are there?"
+        "d" => format!("How many {value} {t} are there?"),
         "a" => format!("How many {t} belong to {ot} whose {c} is {value}?"),
         "b" => format!("Count the {t} of {ot} with {c} {value}."),
         _ => format!("How many {t} are linked to {ot} that have {c} {value}?"),
@@ -142,11 +144,12 @@ pub(super) fn join_aggregate(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Wri
         said: c,
     } = linked_category(w, &links, rng)?;
     let (t, n) = (w.things(rng), w.said(&num.name, rng));
-    let (agg, q) = match pick(rng, &["avg", "sum", "max"]) {
+    let (agg, q) = match pick(rng, &["avg", "avg2", "sum", "max"]) {
         "avg" => (
             "AVG",
             format!("What is the average {n} of {t} whose {ot} have {c} {value}?"),
         ),
+        "avg2" => ("AVG", format!("What is the average {n} of {value} {t}?")),
         "sum" => (
             "SUM",
             format!("What is the total {n} of the {t} of {ot} with {c} {value}?"),
@@ -202,5 +205,66 @@ pub(super) fn two_joins(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written>
         fk = second.fk,
         key = second.key
     );
+    Some((q, sql, false))
+}
+
+/// Rows of this table that belong to one row of the other, named by its name-like value, the
+/// way people name it ("How many tracks are on Album 5?", "the albums by Artist 12"): a
+/// count, the rows' names or an aggregate of a number, over the join.
+pub(super) fn join_named(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
+    let links = w.links();
+    if links.is_empty() {
+        return None;
+    }
+    let link = &links[rng.below(links.len() as u64) as usize];
+    let o = w.other(&link.table, &link.cols);
+    let named = o.label()?;
+    let values = o.values(&named.name);
+    if values.is_empty() {
+        return None;
+    }
+    let value = values[rng.below(values.len() as u64) as usize].clone();
+    let t = w.things(rng);
+    let by = pick(rng, &["of", "by", "for", "on", "from", "under"]);
+    let filter = format!("WHERE {}.{} = '{value}'", link.table, named.name);
+    let (q, select) = match (rng.below(3), w.label(), w.number(rng)) {
+        (1, Some(label), _) => {
+            let l = w.said(&label.name, rng);
+            let q = match pick(rng, &["a", "b", "c"]) {
+                "a" => format!("What are the {l}s of the {t} {by} {value}?"),
+                "b" => format!("List the {l} of the {t} {by} {value}."),
+                _ => format!("Which {t} are {by} {value}? Give their {l}."),
+            };
+            (q, format!("{}.{}", w.table, label.name))
+        }
+        (2, _, Some(num)) => {
+            let n = w.said(&num.name, rng);
+            let (agg, q) = match pick(rng, &["avg", "sum", "max"]) {
+                "avg" => (
+                    "AVG",
+                    format!("What is the average {n} of the {t} {by} {value}?"),
+                ),
+                "sum" => (
+                    "SUM",
+                    format!("What is the total {n} of the {t} {by} {value}?"),
+                ),
+                _ => (
+                    "MAX",
+                    format!("What is the highest {n} among the {t} {by} {value}?"),
+                ),
+            };
+            (q, format!("{agg}({}.{})", w.table, num.name))
+        }
+        _ => {
+            let q = match pick(rng, &["a", "b", "c", "d"]) {
+                "d" => format!("How many {value} {t} are there?"),
+                "a" => format!("How many {t} does {value} have?"),
+                "b" => format!("How many {t} are {by} {value}?"),
+                _ => format!("Count the {t} {by} {value}."),
+            };
+            (q, "COUNT(*)".to_owned())
+        }
+    };
+    let sql = format!("SELECT {select} FROM {} {filter}", join(w, link));
     Some((q, sql, false))
 }

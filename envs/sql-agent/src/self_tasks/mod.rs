@@ -23,6 +23,7 @@ use crate::engine::{self, Image};
 use crate::tasks::Task;
 
 mod joins;
+mod keys;
 mod shapes;
 
 /// How many tasks to write and how (`"self_tasks"` in the env configuration).
@@ -60,6 +61,8 @@ struct Col {
 enum Kind {
     Text,
     Number,
+    /// `BOOLEAN`: "paid", "unpaid".
+    Flag,
     Other,
 }
 
@@ -83,6 +86,7 @@ fn kind(t: &DataType) -> Kind {
         Text | Uuid => Kind::Text,
         Int8 | Int16 | Int32 | Int | Int128 | Uint8 | Uint16 | Uint32 | Uint64 | Uint128
         | Float32 | Float | Decimal => Kind::Number,
+        Boolean => Kind::Flag,
         _ => Kind::Other,
     }
 }
@@ -209,7 +213,7 @@ type Shape = (
 const ROUNDS: usize = 3;
 
 /// The shapes (each at most once per table and round).
-const SHAPES: [Shape; 20] = [
+const SHAPES: [Shape; 25] = [
     ("count", shapes::count),
     ("count-where", shapes::count_where),
     ("count-two", shapes::count_two),
@@ -225,11 +229,16 @@ const SHAPES: [Shape; 20] = [
     ("having", shapes::having),
     ("top", shapes::top),
     ("product-sum", shapes::product_sum),
+    ("flag", shapes::flag),
+    ("by-key", keys::by_key),
+    ("child-count", keys::child_count),
+    ("parent-of", keys::parent_of),
     ("join-count", joins::join_count),
     ("join-list", joins::join_list),
     ("join-group", joins::join_group),
     ("join-aggregate", joins::join_aggregate),
     ("two-joins", joins::two_joins),
+    ("join-named", joins::join_named),
 ];
 
 /// A name as a person says it: `unit_price` → "unit price", `firstName` → "first name".
@@ -250,6 +259,28 @@ pub(crate) fn spoken(name: &str) -> String {
         }
     }
     out.trim().to_owned()
+}
+
+/// A plural noun phrase as one thing: "invoice items" → "invoice item", "categories" →
+/// "category", "addresses" → "address" (English's regular plurals; the last word only).
+pub(crate) fn singular(phrase: &str) -> String {
+    let (head, last) = match phrase.rsplit_once(' ') {
+        Some((h, l)) => (format!("{h} "), l),
+        None => (String::new(), phrase),
+    };
+    let one = if let Some(stem) = last.strip_suffix("ies") {
+        format!("{stem}y")
+    } else if ["sses", "xes", "ches", "shes"]
+        .iter()
+        .any(|e| last.ends_with(e))
+    {
+        last[..last.len() - 2].to_owned()
+    } else if last.ends_with('s') && !last.ends_with("ss") && last.len() > 1 {
+        last[..last.len() - 1].to_owned()
+    } else {
+        last.to_owned()
+    };
+    format!("{head}{one}")
 }
 
 fn pick<'s>(rng: &mut SplitMix64, options: &[&'s str]) -> &'s str {
@@ -317,6 +348,25 @@ impl Writer<'_> {
         let (col, values) = candidates.swap_remove(rng.below(candidates.len() as u64) as usize);
         let value = values[rng.below(values.len() as u64) as usize].clone();
         Some((col, value))
+    }
+
+    /// The table's own key: `id`, or `{stem}_id` where the stem names this table
+    /// (`invoice_id` in `invoices`); a whole-number column.
+    fn key(&self) -> Option<&Col> {
+        self.cols.iter().find(|c| {
+            let lower = c.name.to_lowercase();
+            c.kind == Kind::Number
+                && (lower == "id"
+                    || lower
+                        .strip_suffix("_id")
+                        .is_some_and(|stem| names_table(stem, self.table)))
+        })
+    }
+
+    /// One of this table's rows as a person names it before its number: "invoice" (for
+    /// "invoice 25").
+    fn one(&self) -> String {
+        singular(&spoken(self.table))
     }
 
     /// The table's row count.
@@ -443,6 +493,10 @@ mod tests {
         assert!(names_table("artist", "artists"));
         assert!(names_table("category", "categories"));
         assert!(!names_table("artist", "albums"));
+        assert_eq!(singular("invoice items"), "invoice item");
+        assert_eq!(singular("categories"), "category");
+        assert_eq!(singular("addresses"), "address");
+        assert_eq!(singular("staff"), "staff");
     }
 
     #[test]
@@ -466,5 +520,51 @@ mod tests {
         // Deterministic.
         let again = self_tasks("synthetic", &image, &SelfTasks::default(), 1_000_000, true);
         assert_eq!(tasks, again);
+    }
+
+    #[test]
+    fn rows_named_by_number_or_by_name_and_yes_no_columns_get_their_questions() {
+        let image = engine::build(include_str!("../../tests/data/music.sql")).unwrap();
+        let config = SelfTasks {
+            per_table: 24,
+            ..SelfTasks::default()
+        };
+        let tasks = self_tasks("music", &image, &config, 1_000_000, false);
+        let of = |intent: &str| -> Vec<&Task> {
+            tasks
+                .iter()
+                .filter(|t| t.intent.as_deref() == Some(intent))
+                .collect()
+        };
+        for intent in [
+            "self-by-key",
+            "self-child-count",
+            "self-parent-of",
+            "self-join-named",
+            "self-flag",
+        ] {
+            assert!(!of(intent).is_empty(), "no {intent} task");
+        }
+        // A row named by its number: the number is in the question, and the gold query
+        // filters on the table's own key or a reference.
+        for t in of("self-by-key").into_iter().chain(of("self-child-count")) {
+            let n = t.gold_sql.rsplit(' ').next().unwrap();
+            assert!(n.parse::<i64>().is_ok(), "{}", t.gold_sql);
+            assert!(t.question.contains(&format!(" {n}")), "{}", t.question);
+            assert!(t.gold_sql.contains("_id = "), "{}", t.gold_sql);
+        }
+        // A row named by its name: a join filtered on the other table's name-like column.
+        for t in of("self-join-named") {
+            assert!(t.gold_sql.contains(" JOIN "), "{}", t.gold_sql);
+        }
+        assert!(
+            of("self-flag")
+                .iter()
+                .all(|t| t.gold_sql.ends_with("= TRUE") || t.gold_sql.ends_with("= FALSE"))
+        );
+        for t in &tasks {
+            let o = engine::query(&image, &t.gold_sql, 1_000_000).unwrap();
+            assert!(!o.rows.is_empty(), "{}", t.gold_sql);
+        }
     }
 }

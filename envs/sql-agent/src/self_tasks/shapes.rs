@@ -20,7 +20,11 @@ pub(super) fn count(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
 pub(super) fn count_where(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
     let (col, value) = w.category(rng)?;
     let (t, c) = (w.things(rng), w.said(&col.name, rng));
-    let q = match pick(rng, &["a", "b", "c", "d"]) {
+    let q = match pick(rng, &["a", "b", "c", "d", "e", "f"]) {
+        // The value said as a kind of row ("How many JP customers are there?") or, for a
+        // place, where the rows are from.
+        "e" => format!("How many {value} {t} are there?"),
+        "f" if is_place(&c) => format!("How many {t} are from {value}?"),
         "a" => format!("How many {t} have {c} {value}?"),
         "b" => format!("Count the {t} whose {c} is {value}."),
         "c" => format!("Number of {t} with {c} {value}?"),
@@ -347,5 +351,34 @@ pub(super) fn product_sum(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Writte
         _ => format!("For each of the {t}, multiply its {ca} by its {cb}; what is the total?"),
     };
     let sql = format!("SELECT SUM({} * {}) FROM {}", a.name, b.name, w.table);
+    Some((q, sql, false))
+}
+
+/// Whether a column, as said, names a place (a row is "from" its value).
+fn is_place(said: &str) -> bool {
+    ["country", "city", "state", "region", "town", "nation"]
+        .iter()
+        .any(|p| said.contains(p))
+}
+
+/// Rows where a yes/no column is true or false ("How many invoices are paid?", "… not
+/// paid?").
+pub(super) fn flag(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
+    let flags = w.of_kind(Kind::Flag);
+    if flags.is_empty() {
+        return None;
+    }
+    let col = flags[rng.below(flags.len() as u64) as usize];
+    let (t, c) = (w.things(rng), w.said(&col.name, rng));
+    let (value, q) = match pick(rng, &["a", "b", "c", "d"]) {
+        "a" => ("TRUE", format!("How many {t} are {c}?")),
+        "b" => ("TRUE", format!("Count the {t} whose {c} is true.")),
+        "c" => ("FALSE", format!("How many {t} are not {c}?")),
+        _ => ("FALSE", format!("Count the {t} whose {c} is false.")),
+    };
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE {} = {value}",
+        w.table, col.name
+    );
     Some((q, sql, false))
 }
