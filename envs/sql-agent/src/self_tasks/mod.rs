@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use crate::engine::{self, Image};
 use crate::tasks::Task;
 
+mod dates;
 mod joins;
 mod keys;
 mod shapes;
@@ -63,6 +64,8 @@ enum Kind {
     Number,
     /// `BOOLEAN`: "paid", "unpaid".
     Flag,
+    /// `DATE`, `TIMESTAMP`: "released on or after 2021-01-01", "the oldest".
+    Date,
     Other,
 }
 
@@ -87,6 +90,7 @@ fn kind(t: &DataType) -> Kind {
         Int8 | Int16 | Int32 | Int | Int128 | Uint8 | Uint16 | Uint32 | Uint64 | Uint128
         | Float32 | Float | Decimal => Kind::Number,
         Boolean => Kind::Flag,
+        Date | Timestamp => Kind::Date,
         _ => Kind::Other,
     }
 }
@@ -213,7 +217,7 @@ type Shape = (
 const ROUNDS: usize = 3;
 
 /// The shapes (each at most once per table and round).
-const SHAPES: [Shape; 25] = [
+const SHAPES: [Shape; 30] = [
     ("count", shapes::count),
     ("count-where", shapes::count_where),
     ("count-two", shapes::count_two),
@@ -230,6 +234,11 @@ const SHAPES: [Shape; 25] = [
     ("top", shapes::top),
     ("product-sum", shapes::product_sum),
     ("flag", shapes::flag),
+    ("list-all", shapes::list_all),
+    ("count-equal", shapes::count_equal),
+    ("by-name", shapes::by_name),
+    ("date-from", dates::date_from),
+    ("date-extreme", dates::date_extreme),
     ("by-key", keys::by_key),
     ("child-count", keys::child_count),
     ("parent-of", keys::parent_of),
@@ -542,6 +551,11 @@ mod tests {
             "self-parent-of",
             "self-join-named",
             "self-flag",
+            "self-list-all",
+            "self-count-equal",
+            "self-by-name",
+            "self-date-from",
+            "self-date-extreme",
         ] {
             assert!(!of(intent).is_empty(), "no {intent} task");
         }

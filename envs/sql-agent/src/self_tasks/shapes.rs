@@ -382,3 +382,88 @@ pub(super) fn flag(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
     );
     Some((q, sql, false))
 }
+
+/// The name-like column of every row, for a table small enough to list ("List the names of
+/// all genres.").
+pub(super) fn list_all(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
+    let label = w.label()?;
+    if w.rows() > LIST_ALL_ROWS {
+        return None;
+    }
+    let (t, l) = (w.things(rng), w.said(&label.name, rng));
+    let q = match pick(rng, &["a", "b", "c"]) {
+        "a" => format!("List the {l}s of all {t}."),
+        "b" => format!("What are the {l}s of the {t}?"),
+        _ => format!("Give the {l} of every one of the {t}."),
+    };
+    Some((q, format!("SELECT {} FROM {}", label.name, w.table), false))
+}
+
+/// The most rows a table may have for [`list_all`] to ask for all of them.
+const LIST_ALL_ROWS: usize = 60;
+
+/// Rows whose number equals one of a few values the column takes ("How many tracks cost
+/// 1.99?", "rated 5").
+pub(super) fn count_equal(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
+    let col = w.number(rng)?;
+    let sql = format!(
+        "SELECT DISTINCT {c} FROM {t} WHERE {c} IS NOT NULL",
+        c = col.name,
+        t = w.table
+    );
+    let values = engine::query(w.image, &sql, w.budget).ok()?.rows;
+    // A few values, each shared by several rows on average.
+    if !(2..=20).contains(&values.len()) || 3 * values.len() > w.rows() {
+        return None;
+    }
+    let v = values[rng.below(values.len() as u64) as usize]
+        .first()?
+        .clone();
+    v.parse::<f64>().ok()?;
+    let (t, c) = (w.things(rng), w.said(&col.name, rng));
+    let q = match pick(rng, &["a", "b", "c"]) {
+        "a" => format!("How many {t} have a {c} of {v}?"),
+        "b" => format!("How many {t} are {c} {v}?"),
+        _ => format!("Count the {t} with {c} equal to {v}."),
+    };
+    let sql = format!("SELECT COUNT(*) FROM {} WHERE {} = {v}", w.table, col.name);
+    Some((q, sql, false))
+}
+
+/// Another column of the row that one text value names, from a column whose values are
+/// (nearly) all different ("the email of the customer whose last name is Last15").
+pub(super) fn by_name(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written> {
+    let rows = w.rows();
+    let named: Vec<(&super::Col, Vec<String>)> = w
+        .of_kind(Kind::Text)
+        .into_iter()
+        .map(|c| (c, w.values(&c.name)))
+        .filter(|(_, v)| v.len() > 60 || (v.len() >= 2 && 10 * v.len() >= 9 * rows))
+        .collect();
+    if named.is_empty() {
+        return None;
+    }
+    let (key, values) = &named[rng.below(named.len() as u64) as usize];
+    let shown: Vec<&super::Col> = w
+        .cols
+        .iter()
+        .filter(|c| c.name != key.name && matches!(c.kind, Kind::Text | Kind::Number))
+        .filter(|c| !super::is_key(&c.name))
+        .collect();
+    if shown.is_empty() {
+        return None;
+    }
+    let col = shown[rng.below(shown.len() as u64) as usize];
+    let v = &values[rng.below(values.len() as u64) as usize];
+    let (one, k, c) = (w.one(), w.said(&key.name, rng), w.said(&col.name, rng));
+    let q = match pick(rng, &["a", "b", "c"]) {
+        "a" => format!("What is the {c} of the {one} whose {k} is {v}?"),
+        "b" => format!("Give the {c} of the {one} with {k} {v}."),
+        _ => format!("The {one} with {k} {v}: what is its {c}?"),
+    };
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {} = '{v}'",
+        col.name, w.table, key.name
+    );
+    Some((q, sql, false))
+}
