@@ -417,51 +417,60 @@ mod sqlite_dump {
 
     use super::*;
 
-    /// The real-size fixture (`scripts/make_music_db.py`): a SQLite dump of ~7,400 rows, and
-    /// the rows SQLite gives for each task's gold query — the fixture's 12 tasks and the 63
-    /// hand-written held-out questions (`scripts/music_questions.py`).
+    /// The real-size fixtures: the music store (`scripts/make_music_db.py`, a SQLite dump of
+    /// ~7,400 rows) with its 12 tasks and 63 hand-written held-out questions
+    /// (`scripts/music_questions.py`), and the film service (`scripts/make_films_db.py`,
+    /// ~8,800 rows) with its 62 — each gold query giving the rows SQLite gives.
     #[test]
     fn a_sqlite_dump_builds_and_answers_as_sqlite_does() {
-        let mut db = build(include_str!("../tests/data/music.sql")).unwrap();
-        let sets = [
-            (
-                include_str!("../tests/data/music_tasks.jsonl"),
-                include_str!("../tests/data/music_expected.json"),
-            ),
-            (
-                include_str!("../tests/data/music_questions.jsonl"),
-                include_str!("../tests/data/music_questions_expected.json"),
-            ),
-        ];
-        for (tasks, expected) in sets {
-            let expected: BTreeMap<String, Vec<Vec<String>>> =
-                serde_json::from_str(expected).unwrap();
-            let mut checked = 0;
-            for line in tasks.lines() {
-                let task: crate::Task = serde_json::from_str(line).unwrap();
-                let got = run(&mut db, &task.gold_sql, DEFAULT_MAX_ROWS_READ).unwrap();
-                let want = Outcome {
-                    labels: got.labels.clone(),
-                    rows: expected[&task.id].clone(),
-                    summary: None,
-                };
-                assert!(
-                    same_rows(&got, &want, task.ordered),
-                    "{}: {:?} vs SQLite's {:?}",
-                    task.id,
-                    got.rows,
-                    want.rows
-                );
-                checked += 1;
-            }
-            assert_eq!(checked, expected.len());
-        }
+        let mut music = build(include_str!("../tests/data/music.sql")).unwrap();
+        let mut films = build(include_str!("../tests/data/films.sql")).unwrap();
+        answers_as_sqlite(
+            &mut music,
+            include_str!("../tests/data/music_tasks.jsonl"),
+            include_str!("../tests/data/music_expected.json"),
+        );
+        answers_as_sqlite(
+            &mut music,
+            include_str!("../tests/data/music_questions.jsonl"),
+            include_str!("../tests/data/music_questions_expected.json"),
+        );
+        answers_as_sqlite(
+            &mut films,
+            include_str!("../tests/data/films_questions.jsonl"),
+            include_str!("../tests/data/films_questions_expected.json"),
+        );
         let rows = run(
-            &mut db,
+            &mut music,
             "SELECT COUNT(*) FROM tracks",
             DEFAULT_MAX_ROWS_READ,
         )
         .unwrap();
         assert_eq!(rows.rows, [["3000"]]);
+    }
+
+    /// Each task of `tasks` (JSONL) gives on `db` the rows `expected` holds for its id, and
+    /// every id of `expected` is a task.
+    fn answers_as_sqlite(db: &mut Image, tasks: &str, expected: &str) {
+        let expected: BTreeMap<String, Vec<Vec<String>>> = serde_json::from_str(expected).unwrap();
+        let mut checked = 0;
+        for line in tasks.lines() {
+            let task: crate::Task = serde_json::from_str(line).unwrap();
+            let got = run(db, &task.gold_sql, DEFAULT_MAX_ROWS_READ).unwrap();
+            let want = Outcome {
+                labels: got.labels.clone(),
+                rows: expected[&task.id].clone(),
+                summary: None,
+            };
+            assert!(
+                same_rows(&got, &want, task.ordered),
+                "{}: {:?} vs SQLite's {:?}",
+                task.id,
+                got.rows,
+                want.rows
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, expected.len());
     }
 }
