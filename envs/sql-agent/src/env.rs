@@ -410,14 +410,15 @@ impl Catalog {
 
     /// The answer's shape for one episode: this database's tables and columns, string literals
     /// from the question's words that are text values of the database or dates
-    /// (`2021-01-01`; every span only for a database without text values), and numbers from
+    /// (`2021-01-01`; every span only for a database without text values), the first days of
+    /// the years it names (`2020-01-01` and `2021-01-01` for "2020"), and numbers from
     /// the question — derived from the question and the database (which the agent can query),
     /// never from the gold query. A question that names no value of the database gets no
     /// string literal to write (a span such as 'the oldest album' compared with a column is
     /// never an answer).
     fn episode_schema(&self, task: &Task) -> Schema {
         let spans = crate::question_literals(&task.question);
-        let strings: Vec<String> = if self.values.is_empty() {
+        let mut strings: Vec<String> = if self.values.is_empty() {
             spans
         } else {
             spans
@@ -425,6 +426,7 @@ impl Catalog {
                 .filter(|s| self.values.contains(s) || crate::self_tasks::looks_like_date(s))
                 .collect()
         };
+        strings.extend(crate::question_year_days(&task.question));
         let numbers = crate::question_numbers(&task.question);
         Schema::string()
             .with_length(1, MAX_QUERY_CHARS)

@@ -129,12 +129,15 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
     format!("^({branches})$")
 }
 
-/// The numbers written in `question` (integers and decimals, as written), the candidates for
-/// the numeric literals of its query.
+/// The numbers written in `question` (integers and decimals, as written, and the numbers one
+/// to twelve spelled as words: "the three longest"), the candidates for the numeric literals
+/// of its query.
 ///
 /// ```
 /// let n = sandgym_env_sql::question_numbers("Which 3 students have a gpa above 3.5?");
 /// assert_eq!(n, ["3", "3.5"]);
+/// let n = sandgym_env_sql::question_numbers("Name the three longest films.");
+/// assert_eq!(n, ["3"]);
 /// ```
 pub fn question_numbers(question: &str) -> Vec<String> {
     let mut out: Vec<String> = question
@@ -147,13 +150,28 @@ pub fn question_numbers(question: &str) -> Vec<String> {
         })
         .map(str::to_owned)
         .collect();
+    for word in question.split_whitespace() {
+        let word = word
+            .trim_matches(|c: char| !c.is_alphabetic())
+            .to_lowercase();
+        if let Some(n) = SPELLED.iter().position(|s| *s == word) {
+            out.push((n + 1).to_string());
+        }
+    }
     out.sort();
     out.dedup();
     out
 }
 
+/// The numbers a question may spell out instead of writing digits, one to twelve.
+const SPELLED: [&str; 12] = [
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve",
+];
+
 /// Every run of one to four consecutive words of `question` (punctuation around words
-/// dropped), the candidates for the string literals of its query.
+/// dropped), and each part of a hyphenated word ("R" and "rated" of "R-rated"), the
+/// candidates for the string literals of its query.
 pub fn question_literals(question: &str) -> Vec<String> {
     let words: Vec<&str> = question
         .split_whitespace()
@@ -164,6 +182,39 @@ pub fn question_literals(question: &str) -> Vec<String> {
         .flat_map(|i| (i + 1..=(i + 4).min(words.len())).map(move |j| (i, j)))
         .map(|(i, j)| words[i..j].join(" "))
         .collect();
+    out.extend(
+        words
+            .iter()
+            .filter(|w| w.contains('-'))
+            .flat_map(|w| w.split('-'))
+            .filter(|part| !part.is_empty())
+            .map(str::to_owned),
+    );
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The days a question names by its year alone ("released in 2020 or later"): for each
+/// four-digit year from 1000 to 2999 written in it, the first day of that year and of the
+/// next (`2020-01-01`, `2021-01-01`), the bounds a query compares a date column with.
+///
+/// ```
+/// let d = sandgym_env_sql::question_year_days("Films from 2020 or later?");
+/// assert_eq!(d, ["2020-01-01", "2021-01-01"]);
+/// ```
+pub fn question_year_days(question: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in question.split_whitespace() {
+        let word = word.trim_matches(|c: char| !c.is_ascii_digit());
+        if word.len() == 4
+            && let Ok(year) = word.parse::<u32>()
+            && (1000..3000).contains(&year)
+        {
+            out.push(format!("{year}-01-01"));
+            out.push(format!("{}-01-01", year + 1));
+        }
+    }
     out.sort();
     out.dedup();
     out
