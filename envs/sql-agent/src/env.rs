@@ -374,16 +374,41 @@ fn spec(tables: &[String], columns: &[String], reward: &RewardConfig) -> EnvSpec
         .with_max_episode_steps(8)
 }
 
-/// What an episode's answer may name: the database's tables with their columns, and its text
-/// values (for linking the question's words to literals).
+/// What an episode's answer may name: the database's tables with their columns and kinds, and
+/// its text values with the columns that hold each (for linking the question's words to
+/// literals and each literal to the columns a condition may compare with it).
 struct Catalog {
-    tables: Vec<crate::pattern::TableColumns>,
-    values: std::collections::BTreeSet<String>,
+    tables: Vec<(String, Vec<(String, ColumnKind)>)>,
+    /// Each text value, with the `(table, column)` indexes of the columns holding it.
+    holders: std::collections::BTreeMap<String, Vec<(usize, usize)>>,
+}
+
+/// A column's kind, for what a condition may compare it with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnKind {
+    Number,
+    Flag,
+    /// Text, dates and times.
+    Text,
+    Other,
+}
+
+impl ColumnKind {
+    fn of(t: &gluesql::core::ast::DataType) -> Self {
+        use gluesql::core::ast::DataType::*;
+        match t {
+            Int8 | Int16 | Int32 | Int | Int128 | Uint8 | Uint16 | Uint32 | Uint64 | Uint128
+            | Float32 | Float | Decimal => Self::Number,
+            Boolean => Self::Flag,
+            Text | Uuid | Date | Timestamp | Time => Self::Text,
+            _ => Self::Other,
+        }
+    }
 }
 
 impl Catalog {
     fn of(db: &Image) -> Self {
-        let tables = table_names(db)
+        let tables: Vec<(String, Vec<(String, ColumnKind)>)> = table_names(db)
             .into_iter()
             .map(|t| {
                 let cols = db.items[&t]
@@ -391,21 +416,26 @@ impl Catalog {
                     .column_defs
                     .iter()
                     .flatten()
-                    .map(|c| c.name.clone())
+                    .map(|c| (c.name.clone(), ColumnKind::of(&c.data_type)))
                     .collect();
                 (t, cols)
             })
             .collect();
-        let values = db
-            .items
-            .values()
-            .flat_map(|item| item.rows.values().flatten())
-            .filter_map(|v| match v {
-                gluesql::core::data::Value::Str(s) => Some(s.clone()),
-                _ => None,
-            })
-            .collect();
-        Self { tables, values }
+        let mut holders: std::collections::BTreeMap<String, Vec<(usize, usize)>> =
+            std::collections::BTreeMap::new();
+        for (ti, (table, _)) in tables.iter().enumerate() {
+            for row in db.items[table].rows.values() {
+                for (ci, v) in row.iter().enumerate() {
+                    if let gluesql::core::data::Value::Str(s) = v {
+                        let at = holders.entry(s.clone()).or_default();
+                        if !at.contains(&(ti, ci)) {
+                            at.push((ti, ci));
+                        }
+                    }
+                }
+            }
+        }
+        Self { tables, holders }
     }
 
     /// The answer's shape for one episode: this database's tables and columns, string literals
@@ -415,22 +445,65 @@ impl Catalog {
     /// the question — derived from the question and the database (which the agent can query),
     /// never from the gold query. A question that names no value of the database gets no
     /// string literal to write (a span such as 'the oldest album' compared with a column is
-    /// never an answer).
+    /// never an answer). Conditions are typed ([`crate::sql_pattern_typed`]): a value is
+    /// compared only with a column that holds it (a date with any text or date column), a
+    /// number with a number column, `TRUE`/`FALSE` with a yes/no column.
     fn episode_schema(&self, task: &Task) -> Schema {
+        use crate::pattern::{Compared, TypedColumn};
         let spans = crate::question_literals(&task.question);
-        let mut strings: Vec<String> = if self.values.is_empty() {
+        let everything = self.holders.is_empty();
+        let mut strings: Vec<String> = if everything {
             spans
         } else {
             spans
                 .into_iter()
-                .filter(|s| self.values.contains(s) || crate::self_tasks::looks_like_date(s))
+                .filter(|s| self.holders.contains_key(s) || crate::self_tasks::looks_like_date(s))
                 .collect()
         };
         strings.extend(crate::question_year_days(&task.question));
+        strings.sort();
+        strings.dedup();
         let numbers = crate::question_numbers(&task.question);
+        let typed: Vec<crate::pattern::TypedTable> = self
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(ti, (table, cols))| {
+                let cols = cols
+                    .iter()
+                    .enumerate()
+                    .map(|(ci, (name, kind))| {
+                        let compared = match kind {
+                            ColumnKind::Number => Compared::Number,
+                            ColumnKind::Flag => Compared::Flag,
+                            ColumnKind::Other => Compared::Any,
+                            ColumnKind::Text => Compared::Text(
+                                strings
+                                    .iter()
+                                    .filter(|s| {
+                                        everything
+                                            || crate::self_tasks::looks_like_date(s)
+                                            || self
+                                                .holders
+                                                .get(*s)
+                                                .is_some_and(|at| at.contains(&(ti, ci)))
+                                    })
+                                    .cloned()
+                                    .collect(),
+                            ),
+                        };
+                        TypedColumn {
+                            name: name.clone(),
+                            compared,
+                        }
+                    })
+                    .collect();
+                (table.clone(), cols)
+            })
+            .collect();
         Schema::string()
             .with_length(1, MAX_QUERY_CHARS)
-            .with_pattern(crate::sql_pattern_for(&self.tables, &strings, &numbers))
+            .with_pattern(crate::sql_pattern_typed(&typed, &strings, &numbers))
     }
 }
 

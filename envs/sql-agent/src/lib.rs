@@ -51,8 +51,8 @@ pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
 pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
-    TableColumns, question_literals, question_numbers, question_year_days, sql_pattern,
-    sql_pattern_for,
+    Compared, TableColumns, TypedColumn, TypedTable, question_literals, question_numbers,
+    question_year_days, sql_pattern, sql_pattern_for, sql_pattern_typed,
 };
 pub use self_tasks::{SelfTasks, Vocabulary};
 pub use synthetic::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, SyntheticDb, synthetic_db};

@@ -41,6 +41,32 @@ pub fn sql_pattern(tables: &[String], columns: &[String]) -> String {
 /// One table of a database and its columns, as [`sql_pattern_for`] takes them.
 pub type TableColumns = (String, Vec<String>);
 
+/// What a `WHERE` condition may compare a column with, in [`sql_pattern_typed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compared {
+    /// A number column: the question's numbers and scalar subqueries.
+    Number,
+    /// A yes/no column: `TRUE` or `FALSE`.
+    Flag,
+    /// A text or date column: these string literals (the question's values this column
+    /// holds, and its dates) and the `MIN`/`MAX` of a column.
+    Text(Vec<String>),
+    /// Any literal or subquery (a column whose kind is not known).
+    Any,
+}
+
+/// One column and what a condition may compare it with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypedColumn {
+    /// Its name.
+    pub name: String,
+    /// What it may be compared with.
+    pub compared: Compared,
+}
+
+/// One table and its typed columns, as [`sql_pattern_typed`] takes them.
+pub type TypedTable = (String, Vec<TypedColumn>);
+
 /// [`sql_pattern`] narrowed to one episode: a query over `tables` where a column without a
 /// table name belongs to the `FROM` table (with a `JOIN`, a qualified `table.column` may name
 /// any table's own column; without one, only the `FROM` table's), every string literal is one
@@ -48,7 +74,8 @@ pub type TableColumns = (String, Vec<String>);
 /// no numeric literal and no `HAVING`; `LIMIT` takes one of them or 1). The env passes the question's
 /// spans that are values of its database ([`question_literals`], falling back to every span
 /// when none is) and the question's numbers ([`question_numbers`]): literals are copied, not
-/// spelled.
+/// spelled. A condition may compare any column with any of them; [`sql_pattern_typed`] is
+/// the narrower form the env uses.
 ///
 /// ```
 /// use sandgym_env_sql::{question_literals, question_numbers, sql_pattern_for};
@@ -58,14 +85,59 @@ pub type TableColumns = (String, Vec<String>);
 /// assert!(p.contains("|New York|") && p.contains("(3)"));
 /// ```
 pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[String]) -> String {
+    let typed: Vec<TypedTable> = tables
+        .iter()
+        .map(|(t, cols)| {
+            let cols = cols
+                .iter()
+                .map(|c| TypedColumn {
+                    name: c.clone(),
+                    compared: Compared::Any,
+                })
+                .collect();
+            (t.clone(), cols)
+        })
+        .collect();
+    sql_pattern_typed(&typed, strings, numbers)
+}
+
+/// [`sql_pattern_for`] with each `WHERE` condition typed by its column: a number column is
+/// compared with a number or a scalar subquery, a yes/no column with `TRUE`/`FALSE`, a text
+/// or date column with the string literals it holds (its [`Compared::Text`]) or the `MIN`/`MAX`
+/// of a column — so `artist_id = 'Artist 7'`, `country = TRUE` or `city = 'JP'` (when `JP`
+/// is a country, not a city) cannot be written, and a value held only by another table's
+/// column needs that table joined. Every column may be tested with `IS [NOT] NULL`.
+///
+/// ```
+/// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_typed};
+/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared };
+/// let tables = [
+///     ("albums".to_owned(), vec![col("title", Compared::Text(vec![])), col("artist_id", Compared::Number)]),
+///     ("artists".to_owned(), vec![col("artist_id", Compared::Number), col("name", Compared::Text(vec!["Ann Lee".into()]))]),
+/// ];
+/// let p = regex::Regex::new(&sql_pattern_typed(&tables, &["Ann Lee".into()], &[])).unwrap();
+/// assert!(!p.is_match("SELECT COUNT(*) FROM albums WHERE artist_id = 'Ann Lee'"));
+/// assert!(p.is_match("SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'"));
+/// ```
+pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[String]) -> String {
+    let names_of =
+        |cols: &[TypedColumn]| -> Vec<String> { cols.iter().map(|c| c.name.clone()).collect() };
     let names: Vec<String> = tables.iter().map(|(t, _)| t.clone()).collect();
     let t = alternatives(&names);
-    let qualified = tables
-        .iter()
-        .map(|(table, cols)| format!("{}\\.{}", escape(table), alternatives(cols)))
-        .collect::<Vec<_>>()
-        .join("|");
-    let qualified = format!("({qualified})");
+    let qualified_of = |pick: &dyn Fn(&TypedColumn) -> bool| -> Vec<String> {
+        tables
+            .iter()
+            .filter_map(|(table, cols)| {
+                let cols: Vec<String> = cols
+                    .iter()
+                    .filter(|c| pick(c))
+                    .map(|c| c.name.clone())
+                    .collect();
+                (!cols.is_empty()).then(|| format!("{}\\.{}", escape(table), alternatives(&cols)))
+            })
+            .collect()
+    };
+    let qualified = format!("({})", qualified_of(&|_| true).join("|"));
     // An aggregate over a column or a product/difference of two (`SUM(price * quantity)`).
     let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c}( [-+*/] {c})?)\\)");
     let subqueries = tables
@@ -73,22 +145,79 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
         .map(|(table, cols)| {
             format!(
                 "\\(SELECT {} FROM {}\\)",
-                agg_of(&alternatives(cols)),
+                agg_of(&alternatives(&names_of(cols))),
                 escape(table)
             )
         })
         .collect::<Vec<_>>()
         .join("|");
-    // A question naming no value of the database gets no string literal at all.
-    let mut values: Vec<String> = Vec::new();
+    let extremes = tables
+        .iter()
+        .map(|(table, cols)| {
+            format!(
+                "\\(SELECT (MIN|MAX)\\({}\\) FROM {}\\)",
+                alternatives(&names_of(cols)),
+                escape(table)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("|");
+    let ops = "(=|!=|<>|<|>|<=|>=)";
+    // What each kind of column is compared with: `None` where nothing is left to write.
+    let mut number_values: Vec<String> = Vec::new();
     if !numbers.is_empty() {
-        values.push(alternatives(numbers));
+        number_values.push(alternatives(numbers));
     }
+    number_values.push(subqueries.clone());
+    let number_value = format!("({})", number_values.join("|"));
+    // A question naming no value of the database gets no string literal at all.
+    let mut any_values = number_values.clone();
     if !strings.is_empty() {
-        values.push(format!("'{}'", alternatives(strings)));
+        any_values.push(format!("'{}'", alternatives(strings)));
     }
-    values.extend(["TRUE".to_owned(), "FALSE".to_owned(), subqueries]);
-    let value = format!("({})", values.join("|"));
+    any_values.extend(["TRUE".to_owned(), "FALSE".to_owned()]);
+    let any_value = format!("({})", any_values.join("|"));
+    let text_value = |held: &[String]| {
+        let mut v = vec![extremes.clone()];
+        if !held.is_empty() {
+            v.push(format!("'{}'", alternatives(held)));
+        }
+        format!("({})", v.join("|"))
+    };
+    // The text columns grouped by the literals they hold, so each group is one alternative.
+    let mut text_groups: Vec<Vec<String>> = Vec::new();
+    for (_, cols) in tables {
+        for c in cols {
+            if let Compared::Text(held) = &c.compared
+                && !text_groups.contains(held)
+            {
+                text_groups.push(held.clone());
+            }
+        }
+    }
+    // The condition over the columns a branch may name: `own(pick)` gives that alternation for
+    // the columns `pick` keeps, or `None` when it keeps none.
+    let cond_for = |own: &dyn Fn(&dyn Fn(&TypedColumn) -> bool) -> Option<String>| -> String {
+        let mut alts: Vec<String> = Vec::new();
+        if let Some(c) = own(&|_| true) {
+            alts.push(format!("{c} IS (NOT )?NULL"));
+        }
+        if let Some(c) = own(&|c| c.compared == Compared::Number) {
+            alts.push(format!("{c} {ops} {number_value}"));
+        }
+        if let Some(c) = own(&|c| c.compared == Compared::Flag) {
+            alts.push(format!("{c} (=|!=|<>) (TRUE|FALSE)"));
+        }
+        if let Some(c) = own(&|c| c.compared == Compared::Any) {
+            alts.push(format!("{c} {ops} {any_value}"));
+        }
+        for held in &text_groups {
+            if let Some(c) = own(&|c| matches!(&c.compared, Compared::Text(h) if h == held)) {
+                alts.push(format!("{c} {ops} {}", text_value(held)));
+            }
+        }
+        format!("({})", alts.join("|"))
+    };
     // `LIMIT` takes one of the question's whole numbers, or 1: a superlative ("the oldest
     // album", "the best-paid employee") writes no number.
     let mut integers: Vec<String> = numbers
@@ -100,14 +229,14 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
     // `HAVING` compares an aggregate with one of the question's numbers.
     let having_numbers = (!numbers.is_empty()).then(|| alternatives(numbers));
     let limit = format!("( LIMIT {})?", alternatives(&integers));
-    // One query shape over columns `c`, from `from` and the joins `joins`.
-    let shape = |from: &str, c: &str, joins: &str| {
+    // One query shape over columns `c` with conditions `cond`, from `from` and the joins
+    // `joins`.
+    let shape = |from: &str, c: &str, cond: &str, joins: &str| {
         let agg = agg_of(c);
         let item = format!("({agg}|{c}|\\*)");
-        let cond = format!("{c} ((=|!=|<>|<|>|<=|>=) {value}|IS (NOT )?NULL)");
         let having = having_numbers
             .as_ref()
-            .map(|n| format!("( HAVING {agg} (=|!=|<>|<|>|<=|>=) {n})?"))
+            .map(|n| format!("( HAVING {agg} {ops} {n})?"))
             .unwrap_or_default();
         format!(
             "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {from}{joins}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}"
@@ -119,10 +248,31 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
         .iter()
         .flat_map(|(table, cols)| {
             let from = escape(table);
-            let own = format!("({from}\\.)?{}", alternatives(cols));
-            let any = format!("({qualified}|{})", alternatives(cols));
+            let own_names = |pick: &dyn Fn(&TypedColumn) -> bool| -> Vec<String> {
+                cols.iter()
+                    .filter(|c| pick(c))
+                    .map(|c| c.name.clone())
+                    .collect()
+            };
+            let own = format!("({from}\\.)?{}", alternatives(&own_names(&|_| true)));
+            let any = format!("({qualified}|{})", alternatives(&own_names(&|_| true)));
+            let own_cond = cond_for(&|pick| {
+                let names = own_names(pick);
+                (!names.is_empty()).then(|| format!("({from}\\.)?{}", alternatives(&names)))
+            });
+            let any_cond = cond_for(&|pick| {
+                let mut alts = qualified_of(pick);
+                let names = own_names(pick);
+                if !names.is_empty() {
+                    alts.push(alternatives(&names));
+                }
+                (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
+            });
             let joins = format!("( JOIN {t} ON {qualified} = {qualified}){{1,2}}");
-            [shape(&from, &own, ""), shape(&from, &any, &joins)]
+            [
+                shape(&from, &own, &own_cond, ""),
+                shape(&from, &any, &any_cond, &joins),
+            ]
         })
         .collect::<Vec<_>>()
         .join("|");
@@ -282,5 +432,64 @@ mod tests {
         assert!(none.is_match("SELECT name FROM pets ORDER BY name DESC LIMIT 1"));
         assert!(!none.is_match("SELECT name FROM pets ORDER BY name DESC LIMIT 2"));
         assert!(!none.is_match("SELECT COUNT(*) FROM pets WHERE kind = ''"));
+    }
+
+    #[test]
+    fn typed_conditions_compare_each_column_only_with_what_it_can_hold() {
+        let col = |name: &str, compared| TypedColumn {
+            name: name.to_owned(),
+            compared,
+        };
+        let dates = || vec!["2020-01-01".to_owned()];
+        let tables = [
+            (
+                "pets".to_owned(),
+                vec![
+                    col("owner_id", Compared::Number),
+                    col("kind", Compared::Text(vec!["dog".to_owned()])),
+                    col("name", Compared::Text(dates())),
+                    col("born", Compared::Text(dates())),
+                    col("age", Compared::Number),
+                    col("vaccinated", Compared::Flag),
+                ],
+            ),
+            (
+                "owners".to_owned(),
+                vec![
+                    col("owner_id", Compared::Number),
+                    col("city", Compared::Text(vec!["Oslo".to_owned()])),
+                ],
+            ),
+        ];
+        let strings = ["2020-01-01".to_owned(), "Oslo".to_owned(), "dog".to_owned()];
+        let p =
+            regex::Regex::new(&sql_pattern_typed(&tables, &strings, &["3".to_owned()])).unwrap();
+        for ok in [
+            "SELECT COUNT(*) FROM pets WHERE kind = 'dog'",
+            "SELECT COUNT(*) FROM pets WHERE age > 3 AND vaccinated = FALSE",
+            "SELECT name FROM pets WHERE age > (SELECT AVG(age) FROM pets)",
+            "SELECT name FROM pets WHERE born = (SELECT MIN(born) FROM pets)",
+            "SELECT COUNT(*) FROM pets WHERE born < '2020-01-01'",
+            "SELECT COUNT(*) FROM pets WHERE kind IS NULL",
+            "SELECT COUNT(*) FROM pets JOIN owners ON pets.owner_id = owners.owner_id WHERE owners.city = 'Oslo'",
+        ] {
+            assert!(p.is_match(ok), "{ok}");
+        }
+        for bad in [
+            // A value held only by another table's column: that table must be joined.
+            "SELECT COUNT(*) FROM pets WHERE owner_id = 'Oslo'",
+            "SELECT COUNT(*) FROM pets WHERE kind = 'Oslo'",
+            // A value of another column of the same table.
+            "SELECT COUNT(*) FROM pets WHERE name = 'dog'",
+            // A yes/no literal on a text column, a number on a text column, a string on a
+            // number column, a count compared with a text column.
+            "SELECT COUNT(*) FROM pets WHERE kind = TRUE",
+            "SELECT COUNT(*) FROM pets WHERE kind = 3",
+            "SELECT COUNT(*) FROM pets WHERE age = 'dog'",
+            "SELECT COUNT(*) FROM pets WHERE kind = (SELECT COUNT(*) FROM pets)",
+            "SELECT COUNT(*) FROM pets WHERE vaccinated = 3",
+        ] {
+            assert!(!p.is_match(bad), "{bad}");
+        }
     }
 }

@@ -386,3 +386,56 @@ fn string_literals_are_the_databases_values_and_dates_named_in_the_question() {
         "{text}"
     );
 }
+
+/// A value is compared only with a column that holds it: the name of an artist asked about
+/// through their albums needs the artists table joined (`artist_id = 'Ann Lee'` and a text
+/// column of albums compared with it are not in the episode's query shape), a number only
+/// with a number column, `TRUE`/`FALSE` only with a yes/no column.
+#[test]
+fn a_value_is_compared_only_with_a_column_that_holds_it() {
+    let tasks = r#"{"id": "a", "database": "m", "question": "How many albums did Ann Lee release before 2001?", "gold_sql": "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND albums.released < '2001-01-01'", "split": "test"}"#;
+    let db = "CREATE TABLE artists (artist_id INTEGER, name TEXT); \
+              CREATE TABLE albums (album_id INTEGER, artist_id INTEGER, title TEXT, released DATE, live BOOLEAN); \
+              INSERT INTO artists VALUES (1, 'Ann Lee'), (2, 'Bo Diaz'); \
+              INSERT INTO albums VALUES (1, 1, 'Blue', '1999-01-02', FALSE), (2, 2, 'Red', '2003-04-05', TRUE);";
+    let mut env = SqlAgentEnv::from_config(
+        json!({"tasks_jsonl": tasks, "databases": {"m": db}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let a = env
+        .reset(0, &ResetOptions::split(Split::Test).with_task("a"))
+        .unwrap();
+    let info = serde_json::to_value(&a.info).unwrap();
+    let pattern = find_pattern(&info).expect("the episode declares its query's pattern");
+    let p = regex::Regex::new(&pattern).unwrap();
+    for ok in [
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND albums.released < '2001-01-01'",
+        "SELECT COUNT(*) FROM albums WHERE released < '2001-01-01' AND live = FALSE",
+        "SELECT title FROM albums WHERE released = (SELECT MIN(released) FROM albums)",
+    ] {
+        assert!(p.is_match(ok), "{ok}");
+    }
+    for bad in [
+        "SELECT COUNT(*) FROM albums WHERE artist_id = 'Ann Lee'",
+        "SELECT COUNT(*) FROM albums WHERE title = 'Ann Lee'",
+        "SELECT COUNT(*) FROM albums WHERE title = TRUE",
+        "SELECT COUNT(*) FROM albums WHERE live = 2001",
+        "SELECT COUNT(*) FROM albums WHERE title = (SELECT COUNT(*) FROM artists)",
+    ] {
+        assert!(!p.is_match(bad), "{bad}");
+    }
+}
+
+/// The first `pattern` string anywhere in `v`.
+fn find_pattern(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Object(m) => m
+            .get("pattern")
+            .and_then(|p| p.as_str().map(str::to_owned))
+            .or_else(|| m.values().find_map(find_pattern)),
+        serde_json::Value::Array(a) => a.iter().find_map(find_pattern),
+        _ => None,
+    }
+}
