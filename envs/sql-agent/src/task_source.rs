@@ -177,6 +177,7 @@ fn add_curriculum(
             config.rows_budget(),
             false,
             &db.vocabulary,
+            self_tasks::Shapes::Schema,
         );
         for t in &mut written {
             t.id = format!(

@@ -117,6 +117,7 @@ mod tests {
                 1_000_000,
                 false,
                 &db.vocabulary,
+                crate::self_tasks::Shapes::Schema,
             );
             assert!(
                 tasks.len() >= 3 * n.min(4),

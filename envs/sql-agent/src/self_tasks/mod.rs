@@ -124,10 +124,11 @@ pub fn self_tasks(
         max_rows_read,
         test_split,
         &Vocabulary::default(),
+        Shapes::All,
     )
 }
 
-/// [`self_tasks`] with the words of `vocabulary` for tables and columns.
+/// [`self_tasks`] with the words of `vocabulary` for tables and columns, of `shapes`.
 pub(crate) fn write(
     database: &str,
     image: &Image,
@@ -135,7 +136,12 @@ pub(crate) fn write(
     max_rows_read: u64,
     test_split: bool,
     vocabulary: &Vocabulary,
+    shapes: Shapes,
 ) -> Vec<Task> {
+    let shapes: &[Shape] = match shapes {
+        Shapes::All => &SHAPES,
+        Shapes::Schema => &SHAPES[..SCHEMA_SHAPES],
+    };
     let mut tables: Vec<&String> = image.items.keys().collect();
     tables.sort();
     let mut out = Vec::new();
@@ -156,11 +162,11 @@ pub(crate) fn write(
         // tasks or a round adds none.
         for _round in 0..ROUNDS {
             let before = written.len();
-            let mut order: Vec<usize> = (0..SHAPES.len()).collect();
+            let mut order: Vec<usize> = (0..shapes.len()).collect();
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.below(i as u64 + 1) as usize);
             }
-            for shape in order.into_iter().map(|i| &SHAPES[i]) {
+            for shape in order.into_iter().map(|i| &shapes[i]) {
                 if written.len() >= config.per_table {
                     break;
                 }
@@ -213,10 +219,12 @@ type Shape = (
     fn(&Writer<'_>, &mut SplitMix64) -> Option<Written>,
 );
 
-/// Rounds over [`SHAPES`] per table.
+/// Rounds over the shapes per table.
 const ROUNDS: usize = 3;
 
-/// The shapes (each at most once per table and round).
+/// The shapes (each at most once per table and round): the first [`SCHEMA_SHAPES`] over a
+/// table's own columns and its references, then those that name one row (by its number or
+/// name), a yes/no or date column, or every row of a small table.
 const SHAPES: [Shape; 30] = [
     ("count", shapes::count),
     ("count-where", shapes::count_where),
@@ -233,6 +241,11 @@ const SHAPES: [Shape; 30] = [
     ("having", shapes::having),
     ("top", shapes::top),
     ("product-sum", shapes::product_sum),
+    ("join-count", joins::join_count),
+    ("join-list", joins::join_list),
+    ("join-group", joins::join_group),
+    ("join-aggregate", joins::join_aggregate),
+    ("two-joins", joins::two_joins),
     ("flag", shapes::flag),
     ("list-all", shapes::list_all),
     ("count-equal", shapes::count_equal),
@@ -242,13 +255,24 @@ const SHAPES: [Shape; 30] = [
     ("by-key", keys::by_key),
     ("child-count", keys::child_count),
     ("parent-of", keys::parent_of),
-    ("join-count", joins::join_count),
-    ("join-list", joins::join_list),
-    ("join-group", joins::join_group),
-    ("join-aggregate", joins::join_aggregate),
-    ("two-joins", joins::two_joins),
     ("join-named", joins::join_named),
 ];
+
+/// How many of [`SHAPES`] the curriculum writes ([`Shapes::Schema`]).
+const SCHEMA_SHAPES: usize = 20;
+
+/// Which of the writer's shapes one call writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shapes {
+    /// Every shape: a user's own database, whose rows, names and numbers its questions name.
+    All,
+    /// The shapes over a table's columns and references, without those that name a row by
+    /// its number or name: the curriculum's, which teach reading a schema. Measured with
+    /// the lookups in it (one run of the main command each way), the main command's agent
+    /// fell from 0.858 to 0.806 on the bundled test split and from 0.429 to 0.302 on the
+    /// hand-written music questions, writing `…_id = …` where a join was needed.
+    Schema,
+}
 
 /// A name as a person says it: `unit_price` → "unit price", `firstName` → "first name".
 pub(crate) fn spoken(name: &str) -> String {
