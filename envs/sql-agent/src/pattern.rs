@@ -67,6 +67,13 @@ pub struct TypedColumn {
 /// One table and its typed columns, as [`sql_pattern_typed`] takes them.
 pub type TypedTable = (String, Vec<TypedColumn>);
 
+/// Which columns an alternation keeps.
+type Keep<'a> = &'a dyn Fn(&TypedColumn) -> bool;
+
+/// The alternation of a branch's column references that a [`Keep`] keeps, or `None` when it
+/// keeps none.
+type Refs<'a> = &'a dyn Fn(Keep<'_>) -> Option<String>;
+
 /// [`sql_pattern`] narrowed to one episode: a query over `tables` where a column without a
 /// table name belongs to the `FROM` table (with a `JOIN`, a qualified `table.column` may name
 /// any table's own column; without one, only the `FROM` table's), every string literal is one
@@ -124,7 +131,7 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
         |cols: &[TypedColumn]| -> Vec<String> { cols.iter().map(|c| c.name.clone()).collect() };
     let names: Vec<String> = tables.iter().map(|(t, _)| t.clone()).collect();
     let t = alternatives(&names);
-    let qualified_of = |pick: &dyn Fn(&TypedColumn) -> bool| -> Vec<String> {
+    let qualified_of = |pick: Keep<'_>| -> Vec<String> {
         tables
             .iter()
             .filter_map(|(table, cols)| {
@@ -197,7 +204,7 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
     }
     // The condition over the columns a branch may name: `own(pick)` gives that alternation for
     // the columns `pick` keeps, or `None` when it keeps none.
-    let cond_for = |own: &dyn Fn(&dyn Fn(&TypedColumn) -> bool) -> Option<String>| -> String {
+    let cond_for = |own: Refs<'_>| -> String {
         let mut alts: Vec<String> = Vec::new();
         if let Some(c) = own(&|_| true) {
             alts.push(format!("{c} IS (NOT )?NULL"));
@@ -248,7 +255,7 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
         .iter()
         .flat_map(|(table, cols)| {
             let from = escape(table);
-            let own_names = |pick: &dyn Fn(&TypedColumn) -> bool| -> Vec<String> {
+            let own_names = |pick: Keep<'_>| -> Vec<String> {
                 cols.iter()
                     .filter(|c| pick(c))
                     .map(|c| c.name.clone())
