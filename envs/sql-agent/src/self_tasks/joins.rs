@@ -45,7 +45,7 @@ fn linked_category<'a>(
 }
 
 /// `{t} JOIN {o} ON {t}.{fk} = {o}.{key}`.
-fn join(w: &Writer<'_>, link: &super::Link) -> String {
+pub(super) fn join(w: &Writer<'_>, link: &super::Link) -> String {
     format!(
         "{t} JOIN {o} ON {t}.{fk} = {o}.{key}",
         t = w.table,

@@ -85,13 +85,12 @@ pub(super) fn parent_of(w: &Writer<'_>, rng: &mut SplitMix64) -> Option<Written>
         _ => format!("For {one} {n}, give its {other}'s {l}."),
     };
     let sql = format!(
-        "SELECT {o}.{l} FROM {t} JOIN {o} ON {t}.{fk} = {o}.{k} WHERE {t}.{key} = {n}",
-        o = link.table,
-        l = label.name,
-        t = w.table,
-        fk = link.fk,
-        k = link.key,
-        key = key.name
+        "SELECT {}.{} FROM {} WHERE {}.{} = {n}",
+        link.table,
+        label.name,
+        super::joins::join(w, link),
+        w.table,
+        key.name
     );
     Some((q, sql, false))
 }
