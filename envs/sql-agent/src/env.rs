@@ -381,6 +381,8 @@ struct Catalog {
     tables: Vec<(String, Vec<(String, ColumnKind)>)>,
     /// Each text value, with the `(table, column)` indexes of the columns holding it.
     holders: std::collections::BTreeMap<String, Vec<(usize, usize)>>,
+    /// The column pairs a query may join on ([`crate::join_links`]).
+    links: Vec<crate::JoinOn>,
 }
 
 /// A column's kind, for what a condition may compare it with.
@@ -435,7 +437,16 @@ impl Catalog {
                 }
             }
         }
-        Self { tables, holders }
+        let names: Vec<(String, Vec<String>)> = tables
+            .iter()
+            .map(|(t, cols)| (t.clone(), cols.iter().map(|(c, _)| c.clone()).collect()))
+            .collect();
+        let links = crate::join_links(&names);
+        Self {
+            tables,
+            holders,
+            links,
+        }
     }
 
     /// The answer's shape for one episode: this database's tables and columns, string literals
@@ -447,7 +458,8 @@ impl Catalog {
     /// string literal to write (a span such as 'the oldest album' compared with a column is
     /// never an answer). Conditions are typed ([`crate::sql_pattern_typed`]): a value is
     /// compared only with a column that holds it (a date with any text or date column), a
-    /// number with a number column, `TRUE`/`FALSE` with a yes/no column.
+    /// number with a number column, `TRUE`/`FALSE` with a yes/no column, a column with a
+    /// subquery only over itself; tables join only on their links ([`crate::join_links`]).
     fn episode_schema(&self, task: &Task) -> Schema {
         use crate::pattern::{Compared, TypedColumn};
         let spans = crate::question_literals(&task.question);
@@ -503,7 +515,12 @@ impl Catalog {
             .collect();
         Schema::string()
             .with_length(1, MAX_QUERY_CHARS)
-            .with_pattern(crate::sql_pattern_typed(&typed, &strings, &numbers))
+            .with_pattern(crate::sql_pattern_typed(
+                &typed,
+                &self.links,
+                &strings,
+                &numbers,
+            ))
     }
 }
 

@@ -34,6 +34,7 @@ mod engine;
 mod env;
 mod fold;
 mod gold;
+mod links;
 mod metered;
 mod package;
 mod pattern;
@@ -49,6 +50,7 @@ pub use curriculum::{Curriculum, CurriculumDb, MAX_CURRICULUM_DATABASES, curricu
 pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
+pub use links::{JoinOn, join_links};
 pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
     Compared, TableColumns, TypedColumn, TypedTable, question_literals, question_numbers,

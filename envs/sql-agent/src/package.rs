@@ -28,7 +28,11 @@ pub const PACKAGE: EnvPackage = EnvPackage {
     presets: PRESETS,
     train_config: Some(MAIN_JOB_CONFIG),
     harness: Some("sql"),
-    source: &[include_str!("env.rs"), include_str!("pattern.rs")],
+    source: &[
+        include_str!("env.rs"),
+        include_str!("pattern.rs"),
+        include_str!("links.rs"),
+    ],
 };
 
 const PRESETS: &[Preset] = &[

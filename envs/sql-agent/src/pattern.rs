@@ -3,6 +3,8 @@
 //! decoder chooses among valid queries over *these* identifiers instead of spelling SQL one
 //! character at a time; the env itself still runs whatever text arrives.
 
+use crate::links::JoinOn;
+
 /// Escapes regex metacharacters in an identifier.
 fn escape(text: &str) -> String {
     text.chars()
@@ -44,7 +46,7 @@ pub type TableColumns = (String, Vec<String>);
 /// What a `WHERE` condition may compare a column with, in [`sql_pattern_typed`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Compared {
-    /// A number column: the question's numbers and scalar subqueries.
+    /// A number column: the question's numbers and scalar subqueries over itself.
     Number,
     /// A yes/no column: `TRUE` or `FALSE`.
     Flag,
@@ -105,15 +107,20 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
             (t.clone(), cols)
         })
         .collect();
-    sql_pattern_typed(&typed, strings, numbers)
+    sql_pattern_typed(&typed, &[], strings, numbers)
 }
 
 /// [`sql_pattern_for`] with each `WHERE` condition typed by its column: a number column is
-/// compared with a number or a scalar subquery, a yes/no column with `TRUE`/`FALSE`, a text
-/// or date column with the string literals it holds (its [`Compared::Text`]) or the `MIN`/`MAX`
-/// of a column — so `artist_id = 'Artist 7'`, `country = TRUE` or `city = 'JP'` (when `JP`
-/// is a country, not a city) cannot be written, and a value held only by another table's
-/// column needs that table joined. Every column may be tested with `IS [NOT] NULL`.
+/// compared with a number, a yes/no column with `TRUE`/`FALSE`, a text or date column with
+/// the string literals it holds (its [`Compared::Text`]) — so `artist_id = 'Artist 7'`,
+/// `country = TRUE` or `city = 'JP'` (when `JP` is a country, not a city) cannot be written,
+/// and a value held only by another table's column needs that table joined. A number, text or
+/// date column may also be compared with a scalar subquery over itself (`AVG`, `MIN` or
+/// `MAX` of a number, `MIN` or `MAX` of a text or date: `runtime_min > (SELECT
+/// AVG(runtime_min) FROM films)`), never over another column or a key (`id`, `…_id`), and
+/// every column may be tested
+/// with `IS [NOT] NULL`. A `JOIN … ON` equates one of `links` ([`crate::join_links`]), either
+/// way round; with none, any two columns.
 ///
 /// ```
 /// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_typed};
@@ -122,13 +129,19 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
 ///     ("albums".to_owned(), vec![col("title", Compared::Text(vec![])), col("artist_id", Compared::Number)]),
 ///     ("artists".to_owned(), vec![col("artist_id", Compared::Number), col("name", Compared::Text(vec!["Ann Lee".into()]))]),
 /// ];
-/// let p = regex::Regex::new(&sql_pattern_typed(&tables, &["Ann Lee".into()], &[])).unwrap();
+/// let on = [("albums".to_owned(), "artist_id".to_owned()), ("artists".to_owned(), "artist_id".to_owned())];
+/// let p = regex::Regex::new(&sql_pattern_typed(&tables, &[on], &["Ann Lee".into()], &[])).unwrap();
 /// assert!(!p.is_match("SELECT COUNT(*) FROM albums WHERE artist_id = 'Ann Lee'"));
 /// assert!(p.is_match("SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'"));
+/// assert!(!p.is_match("SELECT COUNT(*) FROM albums JOIN artists ON albums.title = artists.name"));
+/// assert!(!p.is_match("SELECT COUNT(*) FROM albums WHERE artist_id = (SELECT COUNT(*) FROM artists)"));
 /// ```
-pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[String]) -> String {
-    let names_of =
-        |cols: &[TypedColumn]| -> Vec<String> { cols.iter().map(|c| c.name.clone()).collect() };
+pub fn sql_pattern_typed(
+    tables: &[TypedTable],
+    links: &[JoinOn],
+    strings: &[String],
+    numbers: &[String],
+) -> String {
     let names: Vec<String> = tables.iter().map(|(t, _)| t.clone()).collect();
     let t = alternatives(&names);
     let qualified_of = |pick: Keep<'_>| -> Vec<String> {
@@ -147,58 +160,60 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
     let qualified = format!("({})", qualified_of(&|_| true).join("|"));
     // An aggregate over a column or a product/difference of two (`SUM(price * quantity)`).
     let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c}( [-+*/] {c})?)\\)");
-    let subqueries = tables
-        .iter()
-        .map(|(table, cols)| {
-            format!(
-                "\\(SELECT {} FROM {}\\)",
-                agg_of(&alternatives(&names_of(cols))),
-                escape(table)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("|");
-    let extremes = tables
-        .iter()
-        .map(|(table, cols)| {
-            format!(
-                "\\(SELECT (MIN|MAX)\\({}\\) FROM {}\\)",
-                alternatives(&names_of(cols)),
-                escape(table)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("|");
+    // A scalar subquery over the column a condition tests, from a table that has it:
+    // `runtime_min > (SELECT AVG(runtime_min) FROM films)`, `released = (SELECT MIN(released)
+    // FROM albums)` — never another column's (`film_id = (SELECT COUNT(*) FROM directors)`).
+    let holding = |name: &str| -> String {
+        let with: Vec<String> = tables
+            .iter()
+            .filter(|(_, cols)| cols.iter().any(|c| c.name == name))
+            .map(|(t, _)| t.clone())
+            .collect();
+        alternatives(&with)
+    };
+    let subquery = |name: &str, aggs: &str| {
+        format!(
+            "\\(SELECT ({aggs})\\({}\\) FROM {}\\)",
+            escape(name),
+            holding(name)
+        )
+    };
     let ops = "(=|!=|<>|<|>|<=|>=)";
-    // What each kind of column is compared with: `None` where nothing is left to write.
-    let mut number_values: Vec<String> = Vec::new();
-    if !numbers.is_empty() {
-        number_values.push(alternatives(numbers));
-    }
-    number_values.push(subqueries.clone());
-    let number_value = format!("({})", number_values.join("|"));
     // A question naming no value of the database gets no string literal at all.
-    let mut any_values = number_values.clone();
+    let mut any_values: Vec<String> = Vec::new();
+    if !numbers.is_empty() {
+        any_values.push(alternatives(numbers));
+    }
     if !strings.is_empty() {
         any_values.push(format!("'{}'", alternatives(strings)));
     }
     any_values.extend(["TRUE".to_owned(), "FALSE".to_owned()]);
     let any_value = format!("({})", any_values.join("|"));
-    let text_value = |held: &[String]| {
-        let mut v = vec![extremes.clone()];
-        if !held.is_empty() {
-            v.push(format!("'{}'", alternatives(held)));
-        }
-        format!("({})", v.join("|"))
-    };
     // The text columns grouped by the literals they hold, so each group is one alternative.
     let mut text_groups: Vec<Vec<String>> = Vec::new();
+    // Every column name, once, with whether a column of that name is a number or text (the
+    // kinds compared with a subquery of the same column).
+    let mut named: Vec<(String, &str)> = Vec::new();
     for (_, cols) in tables {
         for c in cols {
             if let Compared::Text(held) = &c.compared
+                && !held.is_empty()
                 && !text_groups.contains(held)
             {
                 text_groups.push(held.clone());
+            }
+            // A key's average or extreme is no answer to a question (`director_id = (SELECT
+            // AVG(director_id) FROM directors)` in place of a director's name).
+            if crate::links::is_key(&c.name) {
+                continue;
+            }
+            let aggs = match c.compared {
+                Compared::Number | Compared::Any => "AVG|MIN|MAX",
+                Compared::Text(_) => "MIN|MAX",
+                Compared::Flag => continue,
+            };
+            if !named.iter().any(|(n, a)| *n == c.name && *a == aggs) {
+                named.push((c.name.clone(), aggs));
             }
         }
     }
@@ -209,8 +224,10 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
         if let Some(c) = own(&|_| true) {
             alts.push(format!("{c} IS (NOT )?NULL"));
         }
-        if let Some(c) = own(&|c| c.compared == Compared::Number) {
-            alts.push(format!("{c} {ops} {number_value}"));
+        if !numbers.is_empty()
+            && let Some(c) = own(&|c| c.compared == Compared::Number)
+        {
+            alts.push(format!("{c} {ops} {}", alternatives(numbers)));
         }
         if let Some(c) = own(&|c| c.compared == Compared::Flag) {
             alts.push(format!("{c} (=|!=|<>) (TRUE|FALSE)"));
@@ -220,10 +237,34 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
         }
         for held in &text_groups {
             if let Some(c) = own(&|c| matches!(&c.compared, Compared::Text(h) if h == held)) {
-                alts.push(format!("{c} {ops} {}", text_value(held)));
+                alts.push(format!("{c} {ops} '{}'", alternatives(held)));
+            }
+        }
+        for (name, aggs) in &named {
+            let kind = |c: &TypedColumn| match c.compared {
+                Compared::Number | Compared::Any => *aggs == "AVG|MIN|MAX",
+                Compared::Text(_) => *aggs == "MIN|MAX",
+                Compared::Flag => false,
+            };
+            if let Some(c) = own(&|c| c.name == *name && kind(c)) {
+                alts.push(format!("{c} {ops} {}", subquery(name, aggs)));
             }
         }
         format!("({})", alts.join("|"))
+    };
+    // What a `JOIN … ON` equates: one of `links`, either way round, or any two columns.
+    let on = if links.is_empty() {
+        format!("{qualified} = {qualified}")
+    } else {
+        let pairs: Vec<String> = links
+            .iter()
+            .flat_map(|[(a, x), (b, y)]| {
+                let l = format!("{}.{}", a, x);
+                let r = format!("{}.{}", b, y);
+                [format!("{l} = {r}"), format!("{r} = {l}")]
+            })
+            .collect();
+        alternatives(&pairs)
     };
     // `LIMIT` takes one of the question's whole numbers, or 1: a superlative ("the oldest
     // album", "the best-paid employee") writes no number.
@@ -275,7 +316,7 @@ pub fn sql_pattern_typed(tables: &[TypedTable], strings: &[String], numbers: &[S
                 }
                 (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
             });
-            let joins = format!("( JOIN {t} ON {qualified} = {qualified}){{1,2}}");
+            let joins = format!("( JOIN {t} ON {on}){{1,2}}");
             [
                 shape(&from, &own, &own_cond, ""),
                 shape(&from, &any, &any_cond, &joins),
@@ -469,8 +510,13 @@ mod tests {
             ),
         ];
         let strings = ["2020-01-01".to_owned(), "Oslo".to_owned(), "dog".to_owned()];
-        let p =
-            regex::Regex::new(&sql_pattern_typed(&tables, &strings, &["3".to_owned()])).unwrap();
+        let p = regex::Regex::new(&sql_pattern_typed(
+            &tables,
+            &[],
+            &strings,
+            &["3".to_owned()],
+        ))
+        .unwrap();
         for ok in [
             "SELECT COUNT(*) FROM pets WHERE kind = 'dog'",
             "SELECT COUNT(*) FROM pets WHERE age > 3 AND vaccinated = FALSE",
@@ -495,6 +541,66 @@ mod tests {
             "SELECT COUNT(*) FROM pets WHERE age = 'dog'",
             "SELECT COUNT(*) FROM pets WHERE kind = (SELECT COUNT(*) FROM pets)",
             "SELECT COUNT(*) FROM pets WHERE vaccinated = 3",
+        ] {
+            assert!(!p.is_match(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn subqueries_are_over_the_tested_column_and_joins_follow_the_links() {
+        let col = |name: &str, compared| TypedColumn {
+            name: name.to_owned(),
+            compared,
+        };
+        let tables = [
+            (
+                "films".to_owned(),
+                vec![
+                    col("film_id", Compared::Number),
+                    col("studio_id", Compared::Number),
+                    col("runtime", Compared::Number),
+                    col("released", Compared::Text(vec![])),
+                ],
+            ),
+            (
+                "studios".to_owned(),
+                vec![
+                    col("studio_id", Compared::Number),
+                    col("name", Compared::Text(vec!["Summit".to_owned()])),
+                ],
+            ),
+        ];
+        let names: Vec<(String, Vec<String>)> = tables
+            .iter()
+            .map(|(t, cols)| (t.clone(), cols.iter().map(|c| c.name.clone()).collect()))
+            .collect();
+        let links = crate::join_links(&names);
+        let p = regex::Regex::new(&sql_pattern_typed(
+            &tables,
+            &links,
+            &["Summit".to_owned()],
+            &[],
+        ))
+        .unwrap();
+        for ok in [
+            "SELECT COUNT(*) FROM films WHERE runtime > (SELECT AVG(runtime) FROM films)",
+            "SELECT film_id FROM films WHERE released = (SELECT MAX(released) FROM films)",
+            "SELECT COUNT(*) FROM films JOIN studios ON films.studio_id = studios.studio_id WHERE studios.name = 'Summit'",
+            "SELECT COUNT(*) FROM studios JOIN films ON studios.studio_id = films.studio_id WHERE films.runtime > (SELECT AVG(runtime) FROM films)",
+        ] {
+            assert!(p.is_match(ok), "{ok}");
+        }
+        for bad in [
+            // A subquery over another column, or a count.
+            "SELECT COUNT(*) FROM films WHERE runtime > (SELECT AVG(film_id) FROM films)",
+            "SELECT COUNT(*) FROM films WHERE studio_id = (SELECT COUNT(*) FROM studios)",
+            "SELECT COUNT(*) FROM films WHERE runtime > (SELECT SUM(runtime) FROM films)",
+            // A key's average or extreme.
+            "SELECT COUNT(*) FROM films WHERE studio_id = (SELECT AVG(studio_id) FROM films)",
+            // A join on columns that are no link.
+            "SELECT COUNT(*) FROM films JOIN studios ON films.film_id = studios.studio_id",
+            "SELECT COUNT(*) FROM films JOIN studios ON films.runtime = studios.studio_id",
+            "SELECT COUNT(*) FROM films JOIN films ON films.film_id = films.film_id",
         ] {
             assert!(!p.is_match(bad), "{bad}");
         }

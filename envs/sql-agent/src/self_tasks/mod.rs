@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::engine::{self, Image};
+use crate::links::{is_key, names_table};
 use crate::tasks::Task;
 
 mod dates;
@@ -498,21 +499,6 @@ struct Link {
 pub(crate) fn looks_like_date(v: &str) -> bool {
     let b = v.as_bytes();
     b.len() >= 10 && b[4] == b'-' && b[7] == b'-' && b[..4].iter().all(u8::is_ascii_digit)
-}
-
-/// A column that is a key: `id`, `…_id`, `…Id`.
-fn is_key(name: &str) -> bool {
-    let lower = name.to_lowercase();
-    lower == "id" || lower.ends_with("_id") || (name.ends_with("Id") && name.len() > 2)
-}
-
-/// Whether `stem` (of a `stem_id` column) names `table`: equal, or its plural.
-fn names_table(stem: &str, table: &str) -> bool {
-    let (s, t) = (stem.to_lowercase(), table.to_lowercase());
-    t == s
-        || t == format!("{s}s")
-        || t == format!("{s}es")
-        || (s.ends_with('y') && t == format!("{}ies", &s[..s.len() - 1]))
 }
 
 #[cfg(test)]

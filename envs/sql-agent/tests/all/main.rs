@@ -392,7 +392,7 @@ fn string_literals_are_the_databases_values_and_dates_named_in_the_question() {
 /// column of albums compared with it are not in the episode's query shape), a number only
 /// with a number column, `TRUE`/`FALSE` only with a yes/no column.
 #[test]
-fn a_value_is_compared_only_with_a_column_that_holds_it() {
+fn a_value_is_compared_only_with_a_column_that_holds_it_and_tables_join_on_their_links() {
     let tasks = r#"{"id": "a", "database": "m", "question": "How many albums did Ann Lee release before 2001?", "gold_sql": "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND albums.released < '2001-01-01'", "split": "test"}"#;
     let db = "CREATE TABLE artists (artist_id INTEGER, name TEXT); \
               CREATE TABLE albums (album_id INTEGER, artist_id INTEGER, title TEXT, released DATE, live BOOLEAN); \
@@ -423,6 +423,9 @@ fn a_value_is_compared_only_with_a_column_that_holds_it() {
         "SELECT COUNT(*) FROM albums WHERE title = TRUE",
         "SELECT COUNT(*) FROM albums WHERE live = 2001",
         "SELECT COUNT(*) FROM albums WHERE title = (SELECT COUNT(*) FROM artists)",
+        // A subquery over another column; a join on columns that link nothing.
+        "SELECT title FROM albums WHERE album_id = (SELECT MAX(artist_id) FROM albums)",
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.album_id = artists.artist_id WHERE artists.name = 'Ann Lee'",
     ] {
         assert!(!p.is_match(bad), "{bad}");
     }

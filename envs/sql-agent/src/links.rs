@@ -1,0 +1,205 @@
+//! The column pairs a query may join two tables on, read from the database's names: a
+//! reference column (`artist_id`, `ArtistId`, `SupportRepId`) to the key of the table it
+//! names, or of every table with a key-like key (`id`, `…_id`) when its name names none; two columns of the same key-like name;
+//! and, for a table nothing links to or from, any of its columns with any other table's.
+//! The episode's query shape ([`crate::sql_pattern_typed`]) joins only on these, so
+//! `films.film_id = studios.studio_id` or `plans.monthly_fee = members.member_id` cannot be
+//! written while every reference a schema spells in the usual ways can.
+
+/// Two columns a `JOIN … ON` may equate, `(table, column)` each; written either way round.
+pub type JoinOn = [(String, String); 2];
+
+/// A column that is a key: `id`, `…_id`, `…Id`.
+pub(crate) fn is_key(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    lower == "id" || lower.ends_with("_id") || (name.ends_with("Id") && name.len() > 2)
+}
+
+/// Whether `stem` (of a `stem_id` column) names `table`: equal, or its plural.
+pub(crate) fn names_table(stem: &str, table: &str) -> bool {
+    let (s, t) = (stem.to_lowercase(), table.to_lowercase());
+    t == s
+        || t == format!("{s}s")
+        || t == format!("{s}es")
+        || (s.ends_with('y') && t == format!("{}ies", &s[..s.len() - 1]))
+}
+
+/// The stem of a reference column: `artist` of `artist_id`, `Artist` of `ArtistId`; `None`
+/// for `id` and for a column that is no key.
+fn stem(name: &str) -> Option<&str> {
+    let lower = name.to_lowercase();
+    if lower == "id" || !is_key(name) {
+        return None;
+    }
+    let cut = if lower.ends_with("_id") { 3 } else { 2 };
+    name.get(..name.len() - cut).filter(|s| !s.is_empty())
+}
+
+/// A table's own key: `id`, a key whose stem names the table (`invoice_id` in `invoices`),
+/// or else its first column unless that is a reference (`isbn` in `books(isbn, title)`, none
+/// in `enrollments(student_id, course_id)`).
+fn own_key<'a>(table: &str, cols: &'a [String]) -> Option<&'a str> {
+    cols.iter()
+        .find(|c| c.eq_ignore_ascii_case("id") || stem(c).is_some_and(|s| names_table(s, table)))
+        .or_else(|| cols.first().filter(|c| !is_key(c)))
+        .map(String::as_str)
+}
+
+/// The pairs a query over `tables` (each with its column names) may join on (see the module
+/// docs), each once.
+///
+/// ```
+/// use sandgym_env_sql::join_links;
+/// let t = |name: &str, cols: &[&str]| (name.to_owned(), cols.iter().map(|c| c.to_string()).collect());
+/// let links = join_links(&[
+///     t("albums", &["album_id", "title", "artist_id"]),
+///     t("artists", &["artist_id", "name"]),
+/// ]);
+/// let on = |a: &str, x: &str, b: &str, y: &str| [(a.to_owned(), x.to_owned()), (b.to_owned(), y.to_owned())];
+/// assert_eq!(links, [on("albums", "artist_id", "artists", "artist_id")]);
+/// ```
+pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
+    let mut links: Vec<JoinOn> = Vec::new();
+    for (a, cols) in tables {
+        let key = own_key(a, cols);
+        for x in cols.iter().filter(|x| Some(x.as_str()) != key) {
+            let Some(s) = stem(x) else { continue };
+            let named: Vec<&(String, Vec<String>)> = tables
+                .iter()
+                .filter(|(b, _)| b != a && names_table(s, b))
+                .collect();
+            let targets = if named.is_empty() {
+                tables
+                    .iter()
+                    .filter(|(b, bcols)| b != a && own_key(b, bcols).is_some_and(is_key))
+                    .collect()
+            } else {
+                named
+            };
+            for (b, bcols) in targets {
+                let y = if bcols.contains(x) {
+                    Some(x.as_str())
+                } else {
+                    own_key(b, bcols)
+                };
+                if let Some(y) = y {
+                    push(&mut links, a, x, b, y);
+                }
+            }
+        }
+    }
+    // Two tables' columns of one name, where it is a key of either or key-like.
+    for (i, (a, cols)) in tables.iter().enumerate() {
+        for (b, bcols) in &tables[i + 1..] {
+            for x in cols.iter().filter(|x| bcols.contains(x)) {
+                if is_key(x) || own_key(a, cols) == Some(x) || own_key(b, bcols) == Some(x) {
+                    push(&mut links, a, x, b, x);
+                }
+            }
+        }
+    }
+    // A table no pair reaches joins on any of its columns.
+    for (a, cols) in tables {
+        if links.iter().any(|on| on.iter().any(|(t, _)| t == a)) {
+            continue;
+        }
+        for (b, bcols) in tables.iter().filter(|(b, _)| b != a) {
+            for x in cols {
+                for y in bcols {
+                    push(&mut links, a, x, b, y);
+                }
+            }
+        }
+    }
+    links
+}
+
+/// Adds `a.x = b.y` to `links` unless it is there, either way round.
+fn push(links: &mut Vec<JoinOn>, a: &str, x: &str, b: &str, y: &str) {
+    let on = [(a.to_owned(), x.to_owned()), (b.to_owned(), y.to_owned())];
+    let back = [on[1].clone(), on[0].clone()];
+    if !links.contains(&on) && !links.contains(&back) {
+        links.push(on);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str, cols: &[&str]) -> (String, Vec<String>) {
+        (
+            name.to_owned(),
+            cols.iter().map(ToString::to_string).collect(),
+        )
+    }
+
+    fn has(links: &[JoinOn], a: &str, x: &str, b: &str, y: &str) -> bool {
+        links.iter().any(|[(p, q), (r, s)]| {
+            (p == a && q == x && r == b && s == y) || (p == b && q == y && r == a && s == x)
+        })
+    }
+
+    #[test]
+    fn references_reach_the_key_of_the_table_they_name_and_nothing_else() {
+        let links = join_links(&[
+            t("films", &["film_id", "title", "studio_id", "director_id"]),
+            t("studios", &["studio_id", "name"]),
+            t("directors", &["id", "full_name"]),
+            t("viewings", &["viewing_id", "film_id", "member_id"]),
+            t("members", &["member_id", "plan_id"]),
+            t("plans", &["plan_id", "monthly_fee"]),
+        ]);
+        assert!(has(&links, "films", "studio_id", "studios", "studio_id"));
+        assert!(has(&links, "films", "director_id", "directors", "id"));
+        assert!(has(&links, "viewings", "film_id", "films", "film_id"));
+        assert!(has(&links, "members", "plan_id", "plans", "plan_id"));
+        assert!(!has(&links, "films", "film_id", "studios", "studio_id"));
+        assert!(!has(&links, "viewings", "member_id", "directors", "id"));
+        assert!(!has(&links, "plans", "monthly_fee", "members", "member_id"));
+        assert_eq!(links.len(), 5, "{links:?}");
+    }
+
+    #[test]
+    fn unusual_references_and_keys_still_join() {
+        let links = join_links(&[
+            t("Customer", &["CustomerId", "SupportRepId"]),
+            t("Employee", &["EmployeeId", "LastName"]),
+            t("books", &["isbn", "title"]),
+            t("loans", &["loan_id", "isbn", "Customer_id"]),
+            t("settings", &["name", "value"]),
+            t("enrollments", &["Customer_id", "isbn"]),
+        ]);
+        // A reference naming no table reaches every table's key-like key.
+        assert!(has(
+            &links,
+            "Customer",
+            "SupportRepId",
+            "Employee",
+            "EmployeeId"
+        ));
+        assert!(has(&links, "Customer", "SupportRepId", "loans", "loan_id"));
+        assert!(!has(&links, "Customer", "SupportRepId", "books", "isbn"));
+        // A shared column that is one side's key; a stem in another case.
+        assert!(has(&links, "loans", "isbn", "books", "isbn"));
+        assert!(has(
+            &links,
+            "loans",
+            "Customer_id",
+            "Customer",
+            "CustomerId"
+        ));
+        // A table keyed by its references only: each still reaches its table.
+        assert!(has(
+            &links,
+            "enrollments",
+            "Customer_id",
+            "Customer",
+            "CustomerId"
+        ));
+        assert!(has(&links, "enrollments", "isbn", "books", "isbn"));
+        // A table nothing reaches joins on any column.
+        assert!(has(&links, "settings", "value", "books", "title"));
+        assert!(!has(&links, "books", "title", "loans", "loan_id"));
+    }
+}
