@@ -51,9 +51,9 @@ pub enum Compared {
     /// A yes/no column: `TRUE` or `FALSE`.
     Flag,
     /// A text or date column: these string literals (the question's values this column
-    /// holds, and its dates) and the `MIN`/`MAX` of a column.
+    /// holds, and its dates) and its own `MIN`/`MAX`.
     Text(Vec<String>),
-    /// Any literal or subquery (a column whose kind is not known).
+    /// Any literal, or a subquery over itself (a column whose kind is not known).
     Any,
 }
 
@@ -118,9 +118,8 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
 /// date column may also be compared with a scalar subquery over itself (`AVG`, `MIN` or
 /// `MAX` of a number, `MIN` or `MAX` of a text or date: `runtime_min > (SELECT
 /// AVG(runtime_min) FROM films)`), never over another column or a key (`id`, `…_id`), and
-/// every column may be tested
-/// with `IS [NOT] NULL`. A `JOIN … ON` equates one of `links` ([`crate::join_links`]), either
-/// way round; with none, any two columns.
+/// every column may be tested with `IS [NOT] NULL`. A `JOIN … ON` equates one of `links`
+/// ([`crate::join_links`]), either way round; with none, any two columns.
 ///
 /// ```
 /// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_typed};
