@@ -251,19 +251,45 @@ pub fn sql_pattern_typed(
         }
         format!("({})", alts.join("|"))
     };
-    // What a `JOIN … ON` equates: one of `links`, either way round, or any two columns.
+    // What a `JOIN … ON` equates: one of `links`, either way round, or any two columns; a
+    // table in no link, any of its columns with another table's (written as one alternation
+    // per such table, not as its pairs: a schema of unlinked tables would list thousands).
     let on = if links.is_empty() {
         format!("{qualified} = {qualified}")
     } else {
         let pairs: Vec<String> = links
             .iter()
             .flat_map(|[(a, x), (b, y)]| {
-                let l = format!("{}.{}", a, x);
-                let r = format!("{}.{}", b, y);
+                let l = format!("{a}.{x}");
+                let r = format!("{b}.{y}");
                 [format!("{l} = {r}"), format!("{r} = {l}")]
             })
             .collect();
-        alternatives(&pairs)
+        let mut alts = vec![alternatives(&pairs)];
+        for (table, cols) in tables {
+            if links.iter().flatten().any(|(t, _)| t == table) {
+                continue;
+            }
+            let own = format!(
+                "{}\\.{}",
+                escape(table),
+                alternatives(&cols.iter().map(|c| c.name.clone()).collect::<Vec<_>>())
+            );
+            let others: Vec<String> = tables
+                .iter()
+                .filter(|(t, cols)| t != table && !cols.is_empty())
+                .map(|(t, cols)| {
+                    let names: Vec<String> = cols.iter().map(|c| c.name.clone()).collect();
+                    format!("{}\\.{}", escape(t), alternatives(&names))
+                })
+                .collect();
+            if others.is_empty() || cols.is_empty() {
+                continue;
+            }
+            let others = format!("({})", others.join("|"));
+            alts.push(format!("{own} = {others}|{others} = {own}"));
+        }
+        format!("({})", alts.join("|"))
     };
     // `LIMIT` takes one of the question's whole numbers, or 1: a superlative ("the oldest
     // album", "the best-paid employee") writes no number.
@@ -600,6 +626,29 @@ mod tests {
             "SELECT COUNT(*) FROM films JOIN studios ON films.film_id = studios.studio_id",
             "SELECT COUNT(*) FROM films JOIN studios ON films.runtime = studios.studio_id",
             "SELECT COUNT(*) FROM films JOIN films ON films.film_id = films.film_id",
+        ] {
+            assert!(!p.is_match(bad), "{bad}");
+        }
+        // A table no link reaches joins on any of its columns with another table's.
+        let mut open = tables.to_vec();
+        open.push((
+            "awards".to_owned(),
+            vec![
+                col("film", Compared::Number),
+                col("prize", Compared::Text(vec![])),
+            ],
+        ));
+        let p = regex::Regex::new(&sql_pattern_typed(&open, &links, &[], &[])).unwrap();
+        for ok in [
+            "SELECT COUNT(*) FROM films JOIN awards ON awards.film = films.film_id",
+            "SELECT COUNT(*) FROM awards JOIN films ON films.runtime = awards.prize",
+            "SELECT COUNT(*) FROM films JOIN studios ON films.studio_id = studios.studio_id",
+        ] {
+            assert!(p.is_match(ok), "{ok}");
+        }
+        for bad in [
+            "SELECT COUNT(*) FROM films JOIN studios ON films.film_id = studios.studio_id",
+            "SELECT COUNT(*) FROM awards JOIN awards ON awards.film = awards.prize",
         ] {
             assert!(!p.is_match(bad), "{bad}");
         }
