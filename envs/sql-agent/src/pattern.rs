@@ -206,10 +206,8 @@ pub fn sql_pattern_typed(
             if crate::links::is_key(&c.name) {
                 continue;
             }
-            let aggs = match c.compared {
-                Compared::Number | Compared::Any => "AVG|MIN|MAX",
-                Compared::Text(_) => "MIN|MAX",
-                Compared::Flag => continue,
+            let Some(aggs) = subquery_aggregates(c) else {
+                continue;
             };
             if !named.iter().any(|(n, a)| *n == c.name && *a == aggs) {
                 named.push((c.name.clone(), aggs));
@@ -240,12 +238,7 @@ pub fn sql_pattern_typed(
             }
         }
         for (name, aggs) in &named {
-            let kind = |c: &TypedColumn| match c.compared {
-                Compared::Number | Compared::Any => *aggs == "AVG|MIN|MAX",
-                Compared::Text(_) => *aggs == "MIN|MAX",
-                Compared::Flag => false,
-            };
-            if let Some(c) = own(&|c| c.name == *name && kind(c)) {
+            if let Some(c) = own(&|c| c.name == *name && subquery_aggregates(c) == Some(aggs)) {
                 alts.push(format!("{c} {ops} {}", subquery(name, aggs)));
             }
         }
@@ -350,6 +343,16 @@ pub fn sql_pattern_typed(
         .collect::<Vec<_>>()
         .join("|");
     format!("^({branches})$")
+}
+
+/// The aggregates a scalar subquery over column `c` may take: `AVG`, `MIN` or `MAX` of a
+/// number (or a column of unknown kind), `MIN` or `MAX` of a text or date; none of a yes/no.
+fn subquery_aggregates(c: &TypedColumn) -> Option<&'static str> {
+    match c.compared {
+        Compared::Number | Compared::Any => Some("AVG|MIN|MAX"),
+        Compared::Text(_) => Some("MIN|MAX"),
+        Compared::Flag => None,
+    }
 }
 
 /// The numbers written in `question` (integers and decimals, as written, and the numbers one
