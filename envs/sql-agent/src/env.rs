@@ -449,6 +449,47 @@ impl Catalog {
         }
     }
 
+    /// The values of this database the question names, each with the columns holding it, as
+    /// `table.column = 'value'` (schema linking: the agent reads which column a name such as
+    /// 'Maya Tanaka' or 'R' is in instead of guessing). Spans of the question (one to four
+    /// words, [`crate::question_literals`]) that are a text value of the database, in the
+    /// order the question names them; a span inside a longer matching span is left out
+    /// ('Harbor' beside 'Golden Harbor'); then the rows it names by table and number, as
+    /// `films.film_id = 42` for "film 42" ([`crate::numbered_rows`]). At most
+    /// [`MAX_VALUE_HINTS`] entries. Derived from the question and the database only, never
+    /// from the gold query.
+    fn value_hints(&self, question: &str) -> Vec<String> {
+        let mut named: Vec<String> = crate::question_literals(question)
+            .into_iter()
+            .filter(|s| self.holders.contains_key(s))
+            .collect();
+        let inside = |short: &str, long: &str| {
+            short != long && format!(" {long} ").contains(&format!(" {short} "))
+        };
+        let all = named.clone();
+        named.retain(|s| !all.iter().any(|l| inside(s, l)));
+        named.sort_by_key(|s| (question.find(s.as_str()).unwrap_or(usize::MAX), s.clone()));
+        let names: Vec<(String, Vec<String>)> = self
+            .tables
+            .iter()
+            .map(|(t, cols)| (t.clone(), cols.iter().map(|(c, _)| c.clone()).collect()))
+            .collect();
+        let rows = crate::numbered_rows(question, &names)
+            .into_iter()
+            .map(|(table, key, number)| format!("{table}.{key} = {number}"));
+        named
+            .iter()
+            .flat_map(|value| {
+                self.holders[value].iter().map(move |&(ti, ci)| {
+                    let (table, cols) = &self.tables[ti];
+                    format!("{table}.{} = '{value}'", cols[ci].0)
+                })
+            })
+            .chain(rows)
+            .take(MAX_VALUE_HINTS)
+            .collect()
+    }
+
     /// The answer's shape for one episode: this database's tables and columns, string literals
     /// from the question's words that are text values of the database or dates
     /// (`2021-01-01`; every span only for a database without text values), the first days of
@@ -572,8 +613,13 @@ fn render(outcome: &Outcome, max_rows: usize) -> String {
     lines.join("\n")
 }
 
-/// The instruction: question, database and its tables with columns (rendered tersely).
-fn instruction(task: &Task, db: &Image) -> String {
+/// The most `table.column = 'value'` entries an instruction lists for the values its question
+/// names (a question naming many common words stays short).
+const MAX_VALUE_HINTS: usize = 8;
+
+/// The instruction: question, database and its tables with columns (rendered tersely), and
+/// the database values the question names with their columns ([`Catalog::value_hints`]).
+fn instruction(task: &Task, db: &Image, hints: &[String]) -> String {
     let tables: Vec<String> = table_names(db)
         .iter()
         .map(|t| {
@@ -591,8 +637,13 @@ fn instruction(task: &Task, db: &Image) -> String {
             format!("{t}({cols})")
         })
         .collect();
+    let values = if hints.is_empty() {
+        String::new()
+    } else {
+        format!("\nValues it names: {}.", hints.join("; "))
+    };
     format!(
-        "Database `{}`: {}.\nQuestion: {}\nAnswer with one SQL query as your final response.",
+        "Database `{}`: {}.\nQuestion: {}{values}\nAnswer with one SQL query as your final response.",
         task.database,
         tables.join("; "),
         task.question
@@ -614,8 +665,10 @@ impl Env for SqlAgentEnv {
         self.own = None;
         // The query a multi-turn agent runs and the one it answers with take the same shape:
         // this database's identifiers and the question's literals.
-        let query = shared.catalogs[&t.database].episode_schema(t);
-        let last = Observation::new(instruction(t, &shared.images[&t.database]))
+        let catalog = &shared.catalogs[&t.database];
+        let query = catalog.episode_schema(t);
+        let hints = catalog.value_hints(&t.question);
+        let last = Observation::new(instruction(t, &shared.images[&t.database], &hints))
             .with_info("task", t.id.clone())
             .with_info("database", t.database.clone())
             .with_narrowing(

@@ -108,6 +108,45 @@ pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
     links
 }
 
+/// The rows a question names by table and number ("film 42", "member 120", "order 7"): for
+/// each word that names a table (itself or its plural) followed by a whole number, that
+/// table's key-like own key and the number, as `(table, key, number)` in the question's
+/// order. A table whose own key is not key-like (`isbn`) gives none.
+///
+/// ```
+/// let t = |name: &str, cols: &[&str]| (name.to_owned(), cols.iter().map(|c| c.to_string()).collect());
+/// let rows = sandgym_env_sql::numbered_rows(
+///     "Which studio made film 77, and how long is it?",
+///     &[t("films", &["film_id", "title"]), t("studios", &["studio_id", "name"])],
+/// );
+/// assert_eq!(rows, [("films".to_owned(), "film_id".to_owned(), "77".to_owned())]);
+/// ```
+pub fn numbered_rows(
+    question: &str,
+    tables: &[(String, Vec<String>)],
+) -> Vec<(String, String, String)> {
+    let words: Vec<&str> = question
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .collect();
+    let mut out = Vec::new();
+    for pair in words.windows(2) {
+        let (word, number) = (pair[0], pair[1]);
+        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit()) || number.len() > 9 {
+            continue;
+        }
+        for (table, cols) in tables.iter().filter(|(t, _)| names_table(word, t)) {
+            if let Some(key) = own_key(table, cols).filter(|k| is_key(k)) {
+                let row = (table.clone(), key.to_owned(), number.to_owned());
+                if !out.contains(&row) {
+                    out.push(row);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Adds `a.x = b.y` to `links` unless it is there, either way round.
 fn push(links: &mut Vec<JoinOn>, a: &str, x: &str, b: &str, y: &str) {
     let on = [(a.to_owned(), x.to_owned()), (b.to_owned(), y.to_owned())];
