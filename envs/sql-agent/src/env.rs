@@ -455,7 +455,8 @@ impl Catalog {
     /// words, [`crate::question_literals`]) that are a text value of the database, in the
     /// order the question names them; a span inside a longer matching span is left out
     /// ('Harbor' beside 'Golden Harbor'); then the rows it names by table and number, as
-    /// `films.film_id = 42` for "film 42" ([`crate::numbered_rows`]). At most
+    /// `films.film_id = 42` for "film 42" unless "film 42" is itself a value
+    /// ([`crate::numbered_rows`]). At most
     /// [`MAX_VALUE_HINTS`] entries. Derived from the question and the database only, never
     /// from the gold query.
     fn value_hints(&self, question: &str) -> Vec<String> {
@@ -474,7 +475,7 @@ impl Catalog {
             .iter()
             .map(|(t, cols)| (t.clone(), cols.iter().map(|(c, _)| c.clone()).collect()))
             .collect();
-        let rows = crate::numbered_rows(question, &names)
+        let rows = crate::numbered_rows(question, &names, &|s| self.holders.contains_key(s))
             .into_iter()
             .map(|(table, key, number)| format!("{table}.{key} = {number}"));
         named

@@ -111,19 +111,23 @@ pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
 /// The rows a question names by table and number ("film 42", "member 120", "order 7"): for
 /// each word that names a table (itself or its plural) followed by a whole number, that
 /// table's key-like own key and the number, as `(table, key, number)` in the question's
-/// order. A table whose own key is not key-like (`isbn`) gives none.
+/// order. A table whose own key is not key-like (`isbn`) gives none, and neither does a pair
+/// that is itself a value (`is_value`): "albums by Artist 7" names the artist called
+/// `Artist 7`, not the one numbered 7.
 ///
 /// ```
 /// let t = |name: &str, cols: &[&str]| (name.to_owned(), cols.iter().map(|c| c.to_string()).collect());
-/// let rows = sandgym_env_sql::numbered_rows(
-///     "Which studio made film 77, and how long is it?",
-///     &[t("films", &["film_id", "title"]), t("studios", &["studio_id", "name"])],
-/// );
+/// let tables = [t("films", &["film_id", "title"]), t("studios", &["studio_id", "name"])];
+/// let none = |_: &str| false;
+/// let rows = sandgym_env_sql::numbered_rows("Which studio made film 77?", &tables, &none);
 /// assert_eq!(rows, [("films".to_owned(), "film_id".to_owned(), "77".to_owned())]);
+/// let titled = |s: &str| s == "Film 77";
+/// assert!(sandgym_env_sql::numbered_rows("Who made Film 77?", &tables, &titled).is_empty());
 /// ```
 pub fn numbered_rows(
     question: &str,
     tables: &[(String, Vec<String>)],
+    is_value: &dyn Fn(&str) -> bool,
 ) -> Vec<(String, String, String)> {
     let words: Vec<&str> = question
         .split_whitespace()
@@ -132,7 +136,11 @@ pub fn numbered_rows(
     let mut out = Vec::new();
     for pair in words.windows(2) {
         let (word, number) = (pair[0], pair[1]);
-        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit()) || number.len() > 9 {
+        if number.is_empty()
+            || !number.chars().all(|c| c.is_ascii_digit())
+            || number.len() > 9
+            || is_value(&format!("{word} {number}"))
+        {
             continue;
         }
         for (table, cols) in tables.iter().filter(|(t, _)| names_table(word, t)) {

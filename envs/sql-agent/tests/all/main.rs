@@ -434,15 +434,16 @@ fn a_value_is_compared_only_with_a_column_that_holds_it_and_tables_join_on_their
 /// The instruction names the columns holding the values its question names, in the
 /// question's order (a span inside a longer matching one left out: the album 'Red' in 'Red
 /// Hall'), each with every column holding it, then a row named by table and number ("album
-/// 2"), and nothing for a question that names neither.
+/// 2", unless that is a value: "Artist 2"), and nothing for a question that names neither.
 #[test]
 fn the_instruction_links_the_values_a_question_names_to_their_columns() {
     let tasks = r#"{"id": "a", "database": "m", "question": "How many live albums did Ann Lee record in Red Hall?", "gold_sql": "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND albums.studio = 'Red Hall' AND albums.live = TRUE", "split": "test"}
 {"id": "b", "database": "m", "question": "How many albums are there?", "gold_sql": "SELECT COUNT(*) FROM albums", "split": "test"}
+{"id": "d", "database": "m", "question": "How many albums does Artist 2 have?", "gold_sql": "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Artist 2'", "split": "test"}
 {"id": "c", "database": "m", "question": "Who made album 2?", "gold_sql": "SELECT artists.name FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE albums.album_id = 2", "split": "test"}"#;
     let db = "CREATE TABLE artists (artist_id INTEGER, name TEXT, home TEXT); \
               CREATE TABLE albums (album_id INTEGER, artist_id INTEGER, title TEXT, studio TEXT, live BOOLEAN); \
-              INSERT INTO artists VALUES (1, 'Ann Lee', 'Red Hall'), (2, 'Bo Diaz', 'Oslo'); \
+              INSERT INTO artists VALUES (1, 'Ann Lee', 'Red Hall'), (2, 'Artist 2', 'Oslo'); \
               INSERT INTO albums VALUES (1, 1, 'Red', 'Red Hall', FALSE), (2, 2, 'Blue', 'Oslo', TRUE);";
     let mut env = SqlAgentEnv::from_config(
         json!({"tasks_jsonl": tasks, "databases": {"m": db}})
@@ -476,6 +477,16 @@ fn the_instruction_links_the_values_a_question_names_to_their_columns() {
             .contains("\nValues it names: albums.album_id = 2.\n"),
         "{}",
         c.content
+    );
+    // "Artist 2" is a name, not artist number 2.
+    let d = env
+        .reset(0, &ResetOptions::split(Split::Test).with_task("d"))
+        .unwrap();
+    assert!(
+        d.content
+            .contains("\nValues it names: artists.name = 'Artist 2'.\n"),
+        "{}",
+        d.content
     );
 }
 
