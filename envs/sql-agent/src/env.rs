@@ -456,9 +456,8 @@ impl Catalog {
     /// order the question names them; a span inside a longer matching span is left out
     /// ('Harbor' beside 'Golden Harbor'); then the rows it names by table and number, as
     /// `films.film_id = 42` for "film 42" unless "film 42" is itself a value
-    /// ([`crate::numbered_rows`]). At most
-    /// [`MAX_VALUE_HINTS`] entries. Derived from the question and the database only, never
-    /// from the gold query.
+    /// ([`crate::numbered_rows`]). At most [`MAX_VALUE_HINTS`] entries. Derived from the
+    /// question and the database only, never from the gold query.
     fn value_hints(&self, question: &str) -> Vec<String> {
         let mut named: Vec<String> = crate::question_literals(question)
             .into_iter()
