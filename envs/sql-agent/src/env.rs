@@ -383,6 +383,8 @@ struct Catalog {
     holders: std::collections::BTreeMap<String, Vec<(usize, usize)>>,
     /// The column pairs a query may join on ([`crate::join_links`]).
     links: Vec<crate::JoinOn>,
+    /// Each table's column names, for [`crate::join_links`] and [`crate::numbered_rows`].
+    names: Vec<(String, Vec<String>)>,
 }
 
 /// A column's kind, for what a condition may compare it with.
@@ -446,6 +448,7 @@ impl Catalog {
             tables,
             holders,
             links,
+            names,
         }
     }
 
@@ -469,12 +472,7 @@ impl Catalog {
         let all = named.clone();
         named.retain(|s| !all.iter().any(|l| inside(s, l)));
         named.sort_by_key(|s| (question.find(s.as_str()).unwrap_or(usize::MAX), s.clone()));
-        let names: Vec<(String, Vec<String>)> = self
-            .tables
-            .iter()
-            .map(|(t, cols)| (t.clone(), cols.iter().map(|(c, _)| c.clone()).collect()))
-            .collect();
-        let rows = crate::numbered_rows(question, &names, &|s| self.holders.contains_key(s))
+        let rows = crate::numbered_rows(question, &self.names, &|s| self.holders.contains_key(s))
             .into_iter()
             .map(|(table, key, number)| format!("{table}.{key} = {number}"));
         named
