@@ -96,6 +96,7 @@ fn lit(text: &str) -> String {
 
 fn json_rule(schema: &Value) -> String {
     let mut schema = schema.clone();
+    unbound_patterns(&mut schema);
     if let Value::Object(map) = &mut schema {
         map.insert(
             "x-guidance".into(),
@@ -103,6 +104,25 @@ fn json_rule(schema: &Value) -> String {
         );
     }
     format!("%json {schema}")
+}
+
+/// Drops `minLength` and `maxLength` beside every `pattern` in `schema`: the decoder writes
+/// what the pattern allows, and the env still checks the length when it validates the action.
+/// With both, llguidance intersects the pattern with a length automaton and proves the
+/// intersection non-empty on a fixed budget, which a large pattern (an SQL episode's query
+/// shape over a nine-table database: ~300k characters) exhausts, failing the compile.
+fn unbound_patterns(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("pattern") {
+                map.remove("minLength");
+                map.remove("maxLength");
+            }
+            map.values_mut().for_each(unbound_patterns);
+        }
+        Value::Array(items) => items.iter_mut().for_each(unbound_patterns),
+        _ => {}
+    }
 }
 
 /// The Lark grammar of an env's actions (free-text responses).
@@ -220,7 +240,14 @@ impl ToolCallGrammar {
             trie,
             tokenizer: tokenizer.clone(),
         });
-        let factory = ParserFactory::new_simple(&env).map_err(constraint)?;
+        let mut factory = ParserFactory::new_simple(&env).map_err(constraint)?;
+        // The lexer's budgets, ten times llguidance's defaults (1M and 200k, ~20 ms and ~14
+        // ms): an SQL episode over a nine-table schema declares a query shape of ~300k
+        // characters whose first masks exceed the defaults; a grammar that needs less spends
+        // no more.
+        let limits = factory.limits_mut();
+        limits.initial_lexer_fuel *= 10;
+        limits.step_lexer_fuel *= 10;
         let grammar = TopLevelGrammar::from_lark(lark);
         let me = Self {
             factory: Arc::new(factory),

@@ -495,14 +495,32 @@ impl Catalog {
     /// the question — derived from the question and the database (which the agent can query),
     /// never from the gold query. A question that names no value of the database gets no
     /// string literal to write (a span such as 'the oldest album' compared with a column is
-    /// never an answer). Conditions are typed ([`crate::sql_pattern_typed`]): a value is
-    /// compared only with a column that holds it (a date with any text or date column), a
-    /// number with a number column, `TRUE`/`FALSE` with a yes/no column, a column with a
-    /// subquery only over itself; tables join only on their links ([`crate::join_links`]).
+    /// never an answer), and one that names a value written with a capital or a digit is
+    /// answered with a condition on it ([`crate::sql_pattern_naming`]). Conditions are typed
+    /// ([`crate::sql_pattern_typed`]): a value is compared only with a column that holds it
+    /// (a date with any text or date column), a number with a number column, `TRUE`/`FALSE`
+    /// with a yes/no column, a column with a subquery only over itself; tables join only on
+    /// their links ([`crate::join_links`]), each `JOIN` adding a table linked to one before
+    /// it, and a query with joins names only its tables' columns.
     fn episode_schema(&self, task: &Task) -> Schema {
         use crate::pattern::{Compared, TypedColumn};
         let spans = crate::question_literals(&task.question);
         let everything = self.holders.is_empty();
+        // The database's text values the question names, one of which the query must compare
+        // a column holding it with: those written with a capital or a digit (a name, a code:
+        // 'Maya Tanaka', 'JP', 'R'), not a lower-case word that may be the question's own
+        // ('no' in "have no bonus recorded", 'first' in "largest first"), nor a table and a
+        // number ('Artist 104' is also artist 104).
+        let none = |_: &str| false;
+        let must_name: Vec<String> = spans
+            .iter()
+            .filter(|s| {
+                self.holders.contains_key(*s)
+                    && s.chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
+                    && crate::numbered_rows(s, &self.names, &none).is_empty()
+            })
+            .cloned()
+            .collect();
         let mut strings: Vec<String> = if everything {
             spans
         } else {
@@ -554,11 +572,12 @@ impl Catalog {
             .collect();
         Schema::string()
             .with_length(1, MAX_QUERY_CHARS)
-            .with_pattern(crate::sql_pattern_typed(
+            .with_pattern(crate::sql_pattern_naming(
                 &typed,
                 &self.links,
                 &strings,
                 &numbers,
+                &must_name,
             ))
     }
 }

@@ -34,6 +34,7 @@ mod engine;
 mod env;
 mod fold;
 mod gold;
+mod join_sets;
 mod links;
 mod metered;
 mod package;
@@ -54,7 +55,7 @@ pub use links::{JoinOn, join_links, numbered_rows};
 pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
     Compared, TableColumns, TypedColumn, TypedTable, question_literals, question_numbers,
-    question_year_days, sql_pattern, sql_pattern_for, sql_pattern_typed,
+    question_year_days, sql_pattern, sql_pattern_for, sql_pattern_naming, sql_pattern_typed,
 };
 pub use self_tasks::{SelfTasks, Vocabulary};
 pub use synthetic::{SYNTHETIC_CORRELATED, SYNTHETIC_QUERIES, SyntheticDb, synthetic_db};

@@ -32,6 +32,7 @@ pub const PACKAGE: EnvPackage = EnvPackage {
         include_str!("env.rs"),
         include_str!("pattern.rs"),
         include_str!("links.rs"),
+        include_str!("join_sets.rs"),
     ],
 };
 

@@ -6,7 +6,7 @@
 use crate::links::JoinOn;
 
 /// Escapes regex metacharacters in an identifier.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let meta = "\\.+*?()|[]{}^$".contains(c);
@@ -15,7 +15,8 @@ fn escape(text: &str) -> String {
         .collect()
 }
 
-fn alternatives(words: &[String]) -> String {
+/// The alternation of `words`, escaped, longest first.
+pub(crate) fn alternatives(words: &[String]) -> String {
     let mut sorted: Vec<String> = words.iter().map(|w| escape(w)).collect();
     // Longest first, so no alternative is a prefix that hides a longer one.
     sorted.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
@@ -141,12 +142,46 @@ pub fn sql_pattern_typed(
     strings: &[String],
     numbers: &[String],
 ) -> String {
+    sql_pattern_naming(tables, links, strings, numbers, &[])
+}
+
+/// [`sql_pattern_typed`] for a question that names values of the database (`must_name`, the
+/// spans of it a text column holds): the query's `WHERE` compares a column holding one of them
+/// with it — "How many films did Maya Tanaka direct?" cannot be answered `WHERE director_id
+/// IS NOT NULL`, nor without the table of directors. With `must_name` empty, the same as
+/// [`sql_pattern_typed`].
+///
+/// ```
+/// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_naming};
+/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared };
+/// let tables = [("plans".to_owned(), vec![
+///     col("name", Compared::Text(vec!["Premium".into()])),
+///     col("monthly_fee", Compared::Number),
+/// ])];
+/// let named = ["Premium".to_owned()];
+/// let p = regex::Regex::new(&sql_pattern_naming(&tables, &[], &named, &[], &named)).unwrap();
+/// assert!(p.is_match("SELECT monthly_fee FROM plans WHERE name = 'Premium'"));
+/// assert!(p.is_match("SELECT COUNT(*) FROM plans WHERE monthly_fee IS NOT NULL AND name != 'Premium'"));
+/// assert!(!p.is_match("SELECT MIN(monthly_fee) FROM plans"));
+/// assert!(!p.is_match("SELECT monthly_fee FROM plans WHERE name IS NOT NULL"));
+/// ```
+pub fn sql_pattern_naming(
+    tables: &[TypedTable],
+    links: &[JoinOn],
+    strings: &[String],
+    numbers: &[String],
+    must_name: &[String],
+) -> String {
     let names: Vec<String> = tables.iter().map(|(t, _)| t.clone()).collect();
     let t = alternatives(&names);
-    let qualified_of = |pick: Keep<'_>| -> Vec<String> {
+    // The qualified references `table.column` of the tables `within` keeps, to the columns
+    // `pick` keeps.
+    let qualified_in = |within: &dyn Fn(usize) -> bool, pick: Keep<'_>| -> Vec<String> {
         tables
             .iter()
-            .filter_map(|(table, cols)| {
+            .enumerate()
+            .filter(|(i, _)| within(*i))
+            .filter_map(|(_, (table, cols))| {
                 let cols: Vec<String> = cols
                     .iter()
                     .filter(|c| pick(c))
@@ -156,9 +191,26 @@ pub fn sql_pattern_typed(
             })
             .collect()
     };
+    let qualified_of = |pick: Keep<'_>| qualified_in(&|_| true, pick);
     let qualified = format!("({})", qualified_of(&|_| true).join("|"));
     // An aggregate over a column or a product/difference of two (`SUM(price * quantity)`).
-    let agg_of = |c: &str| format!("(COUNT|SUM|AVG|MIN|MAX)\\((\\*|{c}( [-+*/] {c})?)\\)");
+    // An aggregate, typed by its column: `COUNT` of a row or any column, `SUM`, `AVG`, `MIN`
+    // or `MAX` of a number (or a product, difference, sum or ratio of two: `SUM(price *
+    // quantity)`), `MIN` or `MAX` of a text or date — never of a key (`MAX(track_id)` is no
+    // "longest track") or a yes/no, and no `AVG` of a name.
+    let agg_of = |c: &str, refs: Refs<'_>| {
+        let key = |c: &TypedColumn| crate::links::is_key(&c.name);
+        let mut aggs = vec![format!("COUNT\\((\\*|{c})\\)")];
+        if let Some(n) =
+            refs(&|c| matches!(c.compared, Compared::Number | Compared::Any) && !key(c))
+        {
+            aggs.push(format!("(SUM|AVG|MIN|MAX)\\({n}( [-+*/] {n})?\\)"));
+        }
+        if let Some(t) = refs(&|c| matches!(c.compared, Compared::Text(_)) && !key(c)) {
+            aggs.push(format!("(MIN|MAX)\\({t}\\)"));
+        }
+        format!("({})", aggs.join("|"))
+    };
     // A scalar subquery over the column a condition tests, from a table that has it:
     // `runtime_min > (SELECT AVG(runtime_min) FROM films)`, `released = (SELECT MIN(released)
     // FROM albums)` — never another column's (`film_id = (SELECT COUNT(*) FROM directors)`).
@@ -244,6 +296,37 @@ pub fn sql_pattern_typed(
         }
         format!("({})", alts.join("|"))
     };
+    // The conditions naming one of `must_name` over the columns a branch may name (`None`
+    // when none of them holds one), and the `WHERE` clause: optional when the question names
+    // no value, else one condition naming a value, before or after one other.
+    let naming_for = |own: Refs<'_>| -> Option<String> {
+        let alts: Vec<String> = text_groups
+            .iter()
+            .filter_map(|held| {
+                let named: Vec<String> = held
+                    .iter()
+                    .filter(|v| must_name.contains(v))
+                    .cloned()
+                    .collect();
+                if named.is_empty() {
+                    return None;
+                }
+                let c = own(&|c| matches!(&c.compared, Compared::Text(h) if h == held))?;
+                Some(format!("{c} {ops} '{}'", alternatives(&named)))
+            })
+            .collect();
+        (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
+    };
+    let where_for = |own: Refs<'_>| -> Option<String> {
+        let cond = cond_for(own);
+        if must_name.is_empty() {
+            return Some(format!("( WHERE {cond}( AND {cond})?)?"));
+        }
+        let naming = naming_for(own)?;
+        Some(format!(
+            " WHERE ({naming}( AND {cond})?|{cond} AND {naming})"
+        ))
+    };
     // What a `JOIN … ON` equates: one of `links`, either way round, or any two columns; a
     // table in no link, any of its columns with another table's (written as one alternation
     // per such table, not as its pairs: a schema of unlinked tables would list thousands).
@@ -295,21 +378,58 @@ pub fn sql_pattern_typed(
     // `HAVING` compares an aggregate with one of the question's numbers.
     let having_numbers = (!numbers.is_empty()).then(|| alternatives(numbers));
     let limit = format!("( LIMIT {})?", alternatives(&integers));
-    // One query shape over columns `c` with conditions `cond`, from `from` and the joins
-    // `joins`.
-    let shape = |from: &str, c: &str, cond: &str, joins: &str| {
-        let agg = agg_of(c);
+    // One query shape over columns `c` with the `WHERE` clause `filter`, from `from` and the
+    // joins `joins`.
+    let shape = |from: &str, c: &str, refs: Refs<'_>, filter: &str, joins: &str| {
+        let agg = agg_of(c, refs);
         let item = format!("({agg}|{c}|\\*)");
         let having = having_numbers
             .as_ref()
             .map(|n| format!("( HAVING {agg} {ops} {n})?"))
             .unwrap_or_default();
         format!(
-            "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {from}{joins}( WHERE {cond}( AND {cond})?)?( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}"
+            "SELECT (DISTINCT )?{item}(, {item}){{0,3}} FROM {from}{joins}{filter}( GROUP BY {c}(, {c})?{having})?( ORDER BY ({agg}|{c})( ASC| DESC)?)?{limit}"
         )
     };
     // Without a join, a query names only its own table's columns (qualified or not); with
-    // one or two, a qualified column may be any table's.
+    // one or two, only the joined tables' columns: qualified, or unqualified where one table
+    // of the set has that name ([`crate::join_sets`]). A schema with no links (or too many
+    // sets) keeps the looser shape: after a `JOIN`, any table's qualified column.
+    let join_sets = crate::join_sets::join_sets(
+        &tables
+            .iter()
+            .map(|(t, cols)| (t.clone(), cols.iter().map(|c| c.name.clone()).collect()))
+            .collect::<Vec<_>>(),
+        links,
+    );
+    let set_branches = join_sets.iter().flatten().filter_map(|set| {
+        let within = |i: usize| set.tables.contains(&i);
+        // The set's column names that only one of its tables has.
+        let unique = |pick: Keep<'_>| -> Vec<String> {
+            set.tables
+                .iter()
+                .flat_map(|&i| tables[i].1.iter().filter(|c| pick(c)))
+                .filter(|c| {
+                    set.tables
+                        .iter()
+                        .filter(|&&i| tables[i].1.iter().any(|d| d.name == c.name))
+                        .count()
+                        == 1
+                })
+                .map(|c| c.name.clone())
+                .collect()
+        };
+        let refs = |pick: Keep<'_>| -> Option<String> {
+            let mut alts = qualified_in(&within, pick);
+            let names = unique(pick);
+            if !names.is_empty() {
+                alts.push(alternatives(&names));
+            }
+            (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
+        };
+        let any = refs(&|_| true).unwrap_or_default();
+        Some(shape(&set.from, &any, &refs, &where_for(&refs)?, ""))
+    });
     let branches = tables
         .iter()
         .flat_map(|(table, cols)| {
@@ -322,27 +442,39 @@ pub fn sql_pattern_typed(
             };
             let own = format!("({from}\\.)?{}", alternatives(&own_names(&|_| true)));
             let any = format!("({qualified}|{})", alternatives(&own_names(&|_| true)));
-            let own_cond = cond_for(&|pick| {
+            let own_refs = |pick: Keep<'_>| {
                 let names = own_names(pick);
                 (!names.is_empty()).then(|| format!("({from}\\.)?{}", alternatives(&names)))
-            });
-            let any_cond = cond_for(&|pick| {
+            };
+            let any_refs = |pick: Keep<'_>| {
                 let mut alts = qualified_of(pick);
                 let names = own_names(pick);
                 if !names.is_empty() {
                     alts.push(alternatives(&names));
                 }
                 (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
-            });
+            };
+            let own_where = where_for(&own_refs);
+            let any_where = where_for(&any_refs);
             let joins = format!("( JOIN {t} ON {on}){{1,2}}");
-            [
-                shape(&from, &own, &own_cond, ""),
-                shape(&from, &any, &any_cond, &joins),
-            ]
+            let mut out: Vec<String> = own_where
+                .map(|w| shape(&from, &own, &own_refs, &w, ""))
+                .into_iter()
+                .collect();
+            if join_sets.is_none()
+                && let Some(w) = any_where
+            {
+                out.push(shape(&from, &any, &any_refs, &w, &joins));
+            }
+            out
         })
-        .collect::<Vec<_>>()
-        .join("|");
-    format!("^({branches})$")
+        .chain(set_branches)
+        .collect::<Vec<_>>();
+    if branches.is_empty() {
+        // No column holds a value the question names: nothing to require.
+        return sql_pattern_naming(tables, links, strings, numbers, &[]);
+    }
+    format!("^({})$", branches.join("|"))
 }
 
 /// The aggregates a scalar subquery over column `c` may take: `AVG`, `MIN` or `MAX` of a

@@ -412,20 +412,26 @@ fn a_value_is_compared_only_with_a_column_that_holds_it_and_tables_join_on_their
     let p = regex::Regex::new(&pattern).unwrap();
     for ok in [
         "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND albums.released < '2001-01-01'",
-        "SELECT COUNT(*) FROM albums WHERE released < '2001-01-01' AND live = FALSE",
-        "SELECT title FROM albums WHERE released = (SELECT MIN(released) FROM albums)",
+        // The named artist is required (in either condition), with a date, a yes/no, a
+        // subquery over the column compared.
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE albums.released < '2001-01-01' AND artists.name = 'Ann Lee'",
+        "SELECT COUNT(*) FROM artists JOIN albums ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND live = FALSE",
+        "SELECT title FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND released = (SELECT MIN(released) FROM albums)",
     ] {
         assert!(p.is_match(ok), "{ok}");
     }
     for bad in [
         "SELECT COUNT(*) FROM albums WHERE artist_id = 'Ann Lee'",
         "SELECT COUNT(*) FROM albums WHERE title = 'Ann Lee'",
-        "SELECT COUNT(*) FROM albums WHERE title = TRUE",
-        "SELECT COUNT(*) FROM albums WHERE live = 2001",
-        "SELECT COUNT(*) FROM albums WHERE title = (SELECT COUNT(*) FROM artists)",
+        // Each beside the required name, so that only its own type is at fault.
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND title = TRUE",
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND live = 2001",
+        "SELECT COUNT(*) FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND title = (SELECT COUNT(*) FROM artists)",
         // A subquery over another column; a join on columns that link nothing.
-        "SELECT title FROM albums WHERE album_id = (SELECT MAX(artist_id) FROM albums)",
+        "SELECT title FROM albums JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee' AND album_id = (SELECT MAX(artist_id) FROM albums)",
         "SELECT COUNT(*) FROM albums JOIN artists ON albums.album_id = artists.artist_id WHERE artists.name = 'Ann Lee'",
+        // A join whose `ON` names a table the query does not hold, and a second `albums`.
+        "SELECT COUNT(*) FROM albums JOIN albums ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'",
     ] {
         assert!(!p.is_match(bad), "{bad}");
     }
@@ -500,4 +506,60 @@ fn find_pattern(v: &serde_json::Value) -> Option<String> {
         serde_json::Value::Array(a) => a.iter().find_map(find_pattern),
         _ => None,
     }
+}
+
+/// A question naming a value written with a capital is answered with a condition on it (a
+/// lower-case value such as 'no' may be the question's own word, and is not required); each
+/// `JOIN` adds a table linked to one already in the query, and a query names only the columns
+/// of its tables; aggregates are typed (no `MAX` of a key, no `AVG` of a name).
+#[test]
+fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
+    let tasks = r#"{"id": "a", "database": "m", "question": "How long are the tracks by Ann Lee in total?", "gold_sql": "SELECT SUM(tracks.seconds) FROM tracks JOIN albums ON tracks.album_id = albums.album_id JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'", "split": "test"}
+{"id": "b", "database": "m", "question": "How many albums have no label?", "gold_sql": "SELECT COUNT(*) FROM albums WHERE label IS NULL", "split": "test"}"#;
+    let db = "CREATE TABLE artists (artist_id INTEGER, name TEXT); \
+              CREATE TABLE albums (album_id INTEGER, artist_id INTEGER, title TEXT, label TEXT); \
+              CREATE TABLE tracks (track_id INTEGER, album_id INTEGER, seconds INTEGER); \
+              INSERT INTO artists VALUES (1, 'Ann Lee'), (2, 'Bo Diaz'); \
+              INSERT INTO albums VALUES (1, 1, 'Blue', 'no'), (2, 2, 'Red', NULL); \
+              INSERT INTO tracks VALUES (1, 1, 200), (2, 2, 300);";
+    let mut env = SqlAgentEnv::from_config(
+        json!({"tasks_jsonl": tasks, "databases": {"m": db}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut shape = |task: &str| {
+        let obs = env
+            .reset(0, &ResetOptions::split(Split::Test).with_task(task))
+            .unwrap();
+        let info = serde_json::to_value(&obs.info).unwrap();
+        regex::Regex::new(&find_pattern(&info).expect("a pattern")).unwrap()
+    };
+    let p = shape("a");
+    let chain = "FROM tracks JOIN albums ON tracks.album_id = albums.album_id JOIN artists ON albums.artist_id = artists.artist_id";
+    for ok in [
+        format!("SELECT SUM(tracks.seconds) {chain} WHERE artists.name = 'Ann Lee'"),
+        format!("SELECT COUNT(*) {chain} WHERE tracks.seconds IS NOT NULL AND artists.name = 'Ann Lee'"),
+        "SELECT MAX(seconds) FROM artists JOIN albums ON artists.artist_id = albums.artist_id JOIN tracks ON albums.album_id = tracks.album_id WHERE name = 'Ann Lee'".to_owned(),
+    ] {
+        assert!(p.is_match(&ok), "{ok}");
+    }
+    for bad in [
+        // The named value left out.
+        "SELECT SUM(seconds) FROM tracks".to_owned(),
+        format!("SELECT SUM(tracks.seconds) {chain} WHERE artists.name IS NOT NULL"),
+        // A table the query does not join, in `WHERE` and in `ON`.
+        "SELECT SUM(tracks.seconds) FROM tracks JOIN albums ON tracks.album_id = albums.album_id WHERE artists.name = 'Ann Lee'".to_owned(),
+        "SELECT SUM(tracks.seconds) FROM tracks JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'".to_owned(),
+        // Tracks and artists share no link.
+        "SELECT SUM(tracks.seconds) FROM tracks JOIN artists ON tracks.track_id = artists.artist_id WHERE artists.name = 'Ann Lee'".to_owned(),
+        // Aggregates of a key and of a name.
+        format!("SELECT MAX(tracks.track_id) {chain} WHERE artists.name = 'Ann Lee'"),
+        format!("SELECT AVG(artists.name) {chain} WHERE artists.name = 'Ann Lee'"),
+    ] {
+        assert!(!p.is_match(&bad), "{bad}");
+    }
+    let p = shape("b");
+    assert!(p.is_match("SELECT COUNT(*) FROM albums WHERE label IS NULL"));
+    assert!(p.is_match("SELECT COUNT(*) FROM albums WHERE label = 'no'"));
 }
