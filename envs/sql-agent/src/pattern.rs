@@ -120,7 +120,11 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
 /// `MAX` of a number, `MIN` or `MAX` of a text or date: `runtime_min > (SELECT
 /// AVG(runtime_min) FROM films)`), never over another column or a key (`id`, `…_id`), and
 /// every column may be tested with `IS [NOT] NULL`. A `JOIN … ON` equates one of `links`
-/// ([`crate::join_links`]), either way round; with none, any two columns.
+/// ([`crate::join_links`]), either way round, between the table it adds and one already in
+/// the query, and a query with joins names only its tables' columns (with no links, or a
+/// schema whose links connect more than 160 sets of two or three tables: any two columns,
+/// any table's). Aggregates are typed: `SUM` and `AVG` of a number, `MIN` and `MAX` of a
+/// number, text or date, never of a key; `COUNT` of anything.
 ///
 /// ```
 /// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_typed};
@@ -193,7 +197,6 @@ pub fn sql_pattern_naming(
     };
     let qualified_of = |pick: Keep<'_>| qualified_in(&|_| true, pick);
     let qualified = format!("({})", qualified_of(&|_| true).join("|"));
-    // An aggregate over a column or a product/difference of two (`SUM(price * quantity)`).
     // An aggregate, typed by its column: `COUNT` of a row or any column, `SUM`, `AVG`, `MIN`
     // or `MAX` of a number (or a product, difference, sum or ratio of two: `SUM(price *
     // quantity)`), `MIN` or `MAX` of a text or date — never of a key (`MAX(track_id)` is no
@@ -454,16 +457,14 @@ pub fn sql_pattern_naming(
                 }
                 (!alts.is_empty()).then(|| format!("({})", alts.join("|")))
             };
-            let own_where = where_for(&own_refs);
-            let any_where = where_for(&any_refs);
-            let joins = format!("( JOIN {t} ON {on}){{1,2}}");
-            let mut out: Vec<String> = own_where
+            let mut out: Vec<String> = where_for(&own_refs)
                 .map(|w| shape(&from, &own, &own_refs, &w, ""))
                 .into_iter()
                 .collect();
             if join_sets.is_none()
-                && let Some(w) = any_where
+                && let Some(w) = where_for(&any_refs)
             {
+                let joins = format!("( JOIN {t} ON {on}){{1,2}}");
                 out.push(shape(&from, &any, &any_refs, &w, &joins));
             }
             out
