@@ -106,15 +106,23 @@ fn json_rule(schema: &Value) -> String {
     format!("%json {schema}")
 }
 
-/// Drops `minLength` and `maxLength` beside every `pattern` in `schema`: the decoder writes
-/// what the pattern allows, and the env still checks the length when it validates the action.
-/// With both, llguidance intersects the pattern with a length automaton and proves the
-/// intersection non-empty on a fixed budget, which a large pattern (an SQL episode's query
-/// shape over a nine-table database: ~300k characters) exhausts, failing the compile.
+/// The length from which an anchored pattern (`^…$`) is left without its string's
+/// `minLength`/`maxLength` in the decoder's grammar ([`unbound_patterns`]).
+const LARGE_PATTERN: usize = 4096;
+
+/// Drops `minLength` and `maxLength` beside every large anchored `pattern` in `schema`: the
+/// decoder writes what the pattern allows, and the env still checks the length when it
+/// validates the action. With both, llguidance intersects the pattern with a length automaton
+/// and proves the intersection non-empty on a fixed budget, which a large pattern (an SQL
+/// episode's query shape over a nine-table database: ~300k characters) exhausts, failing the
+/// compile. A small or unanchored pattern (matched anywhere in the string) keeps its bounds.
 fn unbound_patterns(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
-            if map.contains_key("pattern") {
+            let large = map.get("pattern").and_then(Value::as_str).is_some_and(|p| {
+                p.len() >= LARGE_PATTERN && p.starts_with('^') && p.ends_with('$')
+            });
+            if large {
                 map.remove("minLength");
                 map.remove("maxLength");
             }
@@ -371,5 +379,28 @@ impl ToolCallMatcher {
     /// Whether the turn is complete (`<|end|>` consumed).
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_large_anchored_pattern_loses_its_length_bounds() {
+        let string = |pattern: String| json!({"type": "object", "properties": {"q": {"type": "string", "pattern": pattern, "maxLength": 9, "minLength": 1}}});
+        let large = format!("^({})$", vec!["SELECT 1"; 600].join("|"));
+        for (pattern, bounded) in [
+            ("^O[0-9]{4}$".to_owned(), true),
+            (large[1..large.len() - 1].to_owned(), true),
+            (large, false),
+        ] {
+            let mut schema = string(pattern.clone());
+            unbound_patterns(&mut schema);
+            let q = &schema["properties"]["q"];
+            assert_eq!(q.get("maxLength").is_some(), bounded, "{}", &pattern[..12]);
+            assert_eq!(q.get("minLength").is_some(), bounded);
+            assert_eq!(q["pattern"], json!(pattern));
+        }
     }
 }
