@@ -222,7 +222,7 @@ fn a_schema_that_fails_while_decoding_fails_only_its_own_request() {
         "messages": [{"role": "user", "content": "hi"}], "seed": 1, "max_tokens": 48,
         "tool_choice": "required",
         "tools": [{"type": "function", "function": {"name": "p", "parameters": {
-            "type": "object", "properties": {"s": {"type": "string", "pattern": "^(x{1000}){1000}$"}},
+            "type": "object", "properties": {"s": {"type": "string", "pattern": "^(x{10000}){10000}$"}},
             "required": ["s"]}}}]
     })
     .to_string();
