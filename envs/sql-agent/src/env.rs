@@ -385,6 +385,33 @@ struct Catalog {
     links: Vec<crate::JoinOn>,
     /// Each table's column names, for [`crate::join_links`] and [`crate::numbered_rows`].
     names: Vec<(String, Vec<String>)>,
+    /// Per table, per column: whether it holds a NULL (every column of a table with no rows),
+    /// which `IS NULL` may test.
+    nulls: Vec<Vec<bool>>,
+}
+
+/// The distinct non-null values of `table.column`, as text (`3` for every integer width), for
+/// how a reference's values fit a key ([`crate::join_links_fitting`]); empty for a table or
+/// column the database does not have.
+fn column_values(db: &Image, table: &str, column: &str) -> std::collections::BTreeSet<String> {
+    let Some(item) = db.items.get(table) else {
+        return Default::default();
+    };
+    let at = item
+        .schema
+        .column_defs
+        .iter()
+        .flatten()
+        .position(|c| c.name == column);
+    let Some(at) = at else {
+        return Default::default();
+    };
+    item.rows
+        .values()
+        .filter_map(|row| row.get(at))
+        .filter(|v| !matches!(v, gluesql::core::data::Value::Null))
+        .map(String::from)
+        .collect()
 }
 
 /// A column's kind, for what a condition may compare it with.
@@ -427,9 +454,18 @@ impl Catalog {
             .collect();
         let mut holders: std::collections::BTreeMap<String, Vec<(usize, usize)>> =
             std::collections::BTreeMap::new();
+        let mut nulls: Vec<Vec<bool>> = tables
+            .iter()
+            .map(|(table, cols)| vec![db.items[table].rows.is_empty(); cols.len()])
+            .collect();
         for (ti, (table, _)) in tables.iter().enumerate() {
             for row in db.items[table].rows.values() {
                 for (ci, v) in row.iter().enumerate() {
+                    if matches!(v, gluesql::core::data::Value::Null)
+                        && let Some(null) = nulls[ti].get_mut(ci)
+                    {
+                        *null = true;
+                    }
                     if let gluesql::core::data::Value::Str(s) = v {
                         let at = holders.entry(s.clone()).or_default();
                         if !at.contains(&(ti, ci)) {
@@ -443,12 +479,18 @@ impl Catalog {
             .iter()
             .map(|(t, cols)| (t.clone(), cols.iter().map(|(c, _)| c.clone()).collect()))
             .collect();
-        let links = crate::join_links(&names);
+        let links = crate::join_links_fitting(&names, &|a, x, b, y| {
+            let refs = column_values(db, a, x);
+            let keys = column_values(db, b, y);
+            (!keys.is_empty() && refs.is_subset(&keys))
+                .then(|| refs.len() as f64 / keys.len() as f64)
+        });
         Self {
             tables,
             holders,
             links,
             names,
+            nulls,
         }
     }
 
@@ -499,7 +541,8 @@ impl Catalog {
     /// answered with a condition on it ([`crate::sql_pattern_naming`]). Conditions are typed
     /// ([`crate::sql_pattern_typed`]): a value is compared only with a column that holds it
     /// (a date with any text or date column), a number with a number column, `TRUE`/`FALSE`
-    /// with a yes/no column, a column with a subquery only over itself; tables join only on
+    /// with a yes/no column, a column with a subquery only over itself, `IS NULL` only a column
+    /// that holds a NULL; tables join only on
     /// their links ([`crate::join_links`]), each `JOIN` adding a table linked to one before
     /// it, and a query with joins names only its tables' columns.
     fn episode_schema(&self, task: &Task) -> Schema {
@@ -564,6 +607,7 @@ impl Catalog {
                         TypedColumn {
                             name: name.clone(),
                             compared,
+                            nulls: self.nulls[ti][ci],
                         }
                     })
                     .collect();

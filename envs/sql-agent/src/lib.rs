@@ -51,7 +51,7 @@ pub use curriculum::{Curriculum, CurriculumDb, MAX_CURRICULUM_DATABASES, curricu
 pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
-pub use links::{JoinOn, join_links, numbered_rows};
+pub use links::{Fit, JoinOn, join_links, join_links_fitting, numbered_rows};
 pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
     Compared, TableColumns, TypedColumn, TypedTable, question_literals, question_numbers,

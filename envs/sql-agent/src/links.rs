@@ -53,7 +53,9 @@ fn own_key<'a>(table: &str, cols: &'a [String]) -> Option<&'a str> {
 }
 
 /// The pairs a query over `tables` (each with its column names) may join on (see the module
-/// docs), each once; a table in none of them joins on any column.
+/// docs), each once; a table in none of them joins on any column. A reference whose name
+/// names no table reaches every table with a key-like key ([`join_links_fitting`] narrows
+/// that by the database's values).
 ///
 /// ```
 /// use sandgym_env_sql::join_links;
@@ -66,6 +68,36 @@ fn own_key<'a>(table: &str, cols: &'a [String]) -> Option<&'a str> {
 /// assert_eq!(links, [on("albums", "artist_id", "artists", "artist_id")]);
 /// ```
 pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
+    join_links_fitting(tables, &|_, _, _, _| Some(1.0))
+}
+
+/// How a reference column `a.x` fits a key `b.y`, called as `fit(a, x, b, y)`: `None` where
+/// some value of `a.x` is not a value of `b.y`, else the share of `b.y`'s values that `a.x`
+/// uses (its coverage, in `0..=1`).
+pub type Fit<'a> = &'a dyn Fn(&str, &str, &str, &str) -> Option<f64>;
+
+/// [`join_links`], with a reference whose name names no table (`support_rep_id`) linked only
+/// to the key-like keys its values fit best: of the keys holding every value it has, those
+/// it covers most (the 8 employees its values 1–8 all name, not the 275 artists whose ids
+/// also include 1–8). Where no key holds all its values (or no fit is known), it reaches
+/// every key-like key as in [`join_links`]. References that name their table are linked by
+/// name alone. Inclusion and coverage are the usual evidence for an undeclared foreign key.
+///
+/// ```
+/// use sandgym_env_sql::join_links_fitting;
+/// let t = |name: &str, cols: &[&str]| (name.to_owned(), cols.iter().map(|c| c.to_string()).collect());
+/// let tables = [
+///     t("customers", &["customer_id", "support_rep_id"]),
+///     t("employees", &["employee_id", "name"]),
+///     t("artists", &["artist_id", "name"]),
+/// ];
+/// // The reps' values are ids 1-8: all 8 employees, 8 of 275 artists.
+/// let fit = |_: &str, _: &str, b: &str, _: &str| Some(if b == "employees" { 1.0 } else { 8.0 / 275.0 });
+/// let links = join_links_fitting(&tables, &fit);
+/// let on = |a: &str, x: &str, b: &str, y: &str| [(a.to_owned(), x.to_owned()), (b.to_owned(), y.to_owned())];
+/// assert_eq!(links, [on("customers", "support_rep_id", "employees", "employee_id")]);
+/// ```
+pub fn join_links_fitting(tables: &[(String, Vec<String>)], fit: Fit) -> Vec<JoinOn> {
     let mut links: Vec<JoinOn> = Vec::new();
     for (a, cols) in tables {
         let key = own_key(a, cols);
@@ -75,7 +107,8 @@ pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
                 .iter()
                 .filter(|(b, _)| b != a && names_table(s, b))
                 .collect();
-            let targets = if named.is_empty() {
+            let fallback = named.is_empty();
+            let targets = if fallback {
                 tables
                     .iter()
                     .filter(|(b, bcols)| b != a && own_key(b, bcols).is_some_and(is_key))
@@ -83,15 +116,22 @@ pub fn join_links(tables: &[(String, Vec<String>)]) -> Vec<JoinOn> {
             } else {
                 named
             };
-            for (b, bcols) in targets {
-                let y = if bcols.contains(x) {
-                    Some(x.as_str())
-                } else {
-                    own_key(b, bcols)
-                };
-                if let Some(y) = y {
-                    push(&mut links, a, x, b, y);
-                }
+            let mut pairs: Vec<(&str, &str)> = targets
+                .into_iter()
+                .filter_map(|(b, bcols)| {
+                    let y = if bcols.contains(x) {
+                        Some(x.as_str())
+                    } else {
+                        own_key(b, bcols)
+                    };
+                    y.map(|y| (b.as_str(), y))
+                })
+                .collect();
+            if fallback {
+                pairs = best_fits(pairs, |b, y| fit(a, x, b, y));
+            }
+            for (b, y) in pairs {
+                push(&mut links, a, x, b, y);
             }
         }
     }
@@ -153,6 +193,24 @@ pub fn numbered_rows(
         }
     }
     out
+}
+
+/// Of `pairs` (`(table, key)`), those whose `fit` is highest, within a relative 1e-9; all of
+/// them where none fits (a value no key holds, or nothing known).
+fn best_fits<'a>(
+    pairs: Vec<(&'a str, &'a str)>,
+    fit: impl Fn(&str, &str) -> Option<f64>,
+) -> Vec<(&'a str, &'a str)> {
+    let fits: Vec<Option<f64>> = pairs.iter().map(|(b, y)| fit(b, y)).collect();
+    let Some(best) = fits.iter().flatten().copied().reduce(f64::max) else {
+        return pairs;
+    };
+    pairs
+        .into_iter()
+        .zip(fits)
+        .filter(|(_, f)| f.is_some_and(|f| f >= best - best.abs() * 1e-9))
+        .map(|(p, _)| p)
+        .collect()
 }
 
 /// Adds `a.x = b.y` to `links` unless it is there, either way round.
@@ -255,5 +313,46 @@ mod tests {
             "Customers",
             "CustomerID"
         ));
+    }
+
+    #[test]
+    fn a_reference_naming_no_table_keeps_the_keys_its_values_fit_best() {
+        let tables = [
+            t("customers", &["customer_id", "rep_id"]),
+            t("employees", &["employee_id", "name"]),
+            t("artists", &["artist_id", "name"]),
+            t("genres", &["genre_id", "name"]),
+        ];
+        let links_with = |fits: [Option<f64>; 3]| {
+            join_links_fitting(&tables, &|_, _, b, _| match b {
+                "employees" => fits[0],
+                "artists" => fits[1],
+                _ => fits[2],
+            })
+        };
+        let reps = |links: &[JoinOn]| {
+            ["employees", "artists", "genres"].map(|b| {
+                let key = format!("{}_id", b.trim_end_matches('s'));
+                has(links, "customers", "rep_id", b, &key)
+            })
+        };
+        assert_eq!(
+            reps(&links_with([Some(1.0), Some(0.1), None])),
+            [true, false, false]
+        );
+        assert_eq!(
+            reps(&links_with([Some(0.5), Some(0.5), None])),
+            [true, true, false]
+        );
+        assert_eq!(reps(&links_with([None, None, None])), [true, true, true]);
+        // A reference that names its table is linked by name, whatever its values.
+        let named = join_links_fitting(
+            &[
+                t("albums", &["album_id", "artist_id"]),
+                t("artists", &["artist_id"]),
+            ],
+            &|_, _, _, _| None,
+        );
+        assert!(has(&named, "albums", "artist_id", "artists", "artist_id"));
     }
 }

@@ -65,6 +65,10 @@ pub struct TypedColumn {
     pub name: String,
     /// What it may be compared with.
     pub compared: Compared,
+    /// Whether it may be tested with `IS NULL`: the env passes whether the column holds a NULL
+    /// (on one that holds none no row is). `IS NOT NULL`, a guard before ordering by it, may
+    /// test any column.
+    pub nulls: bool,
 }
 
 /// One table and its typed columns, as [`sql_pattern_typed`] takes them.
@@ -103,6 +107,7 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
                 .map(|c| TypedColumn {
                     name: c.clone(),
                     compared: Compared::Any,
+                    nulls: true,
                 })
                 .collect();
             (t.clone(), cols)
@@ -119,7 +124,8 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
 /// date column may also be compared with a scalar subquery over itself (`AVG`, `MIN` or
 /// `MAX` of a number, `MIN` or `MAX` of a text or date: `runtime_min > (SELECT
 /// AVG(runtime_min) FROM films)`), never over another column or a key (`id`, `…_id`), and
-/// every column may be tested with `IS [NOT] NULL`. A `JOIN … ON` equates one of `links`
+/// every column may be tested with `IS NOT NULL`, one whose [`TypedColumn::nulls`] is set
+/// with `IS NULL`. A `JOIN … ON` equates one of `links`
 /// ([`crate::join_links`]), either way round, between the table it adds and one already in
 /// the query, and a query with joins names only its tables' columns (with no links, or a
 /// schema whose links connect more than 160 sets of two or three tables: any two columns,
@@ -128,7 +134,7 @@ pub fn sql_pattern_for(tables: &[TableColumns], strings: &[String], numbers: &[S
 ///
 /// ```
 /// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_typed};
-/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared };
+/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared, nulls: true };
 /// let tables = [
 ///     ("albums".to_owned(), vec![col("title", Compared::Text(vec![])), col("artist_id", Compared::Number)]),
 ///     ("artists".to_owned(), vec![col("artist_id", Compared::Number), col("name", Compared::Text(vec!["Ann Lee".into()]))]),
@@ -157,7 +163,7 @@ pub fn sql_pattern_typed(
 ///
 /// ```
 /// use sandgym_env_sql::{Compared, TypedColumn, sql_pattern_naming};
-/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared };
+/// let col = |name: &str, compared| TypedColumn { name: name.into(), compared, nulls: true };
 /// let tables = [("plans".to_owned(), vec![
 ///     col("name", Compared::Text(vec!["Premium".into()])),
 ///     col("monthly_fee", Compared::Number),
@@ -274,7 +280,10 @@ pub fn sql_pattern_naming(
     let cond_for = |own: Refs<'_>| -> String {
         let mut alts: Vec<String> = Vec::new();
         if let Some(c) = own(&|_| true) {
-            alts.push(format!("{c} IS (NOT )?NULL"));
+            alts.push(format!("{c} IS NOT NULL"));
+        }
+        if let Some(c) = own(&|c| c.nulls) {
+            alts.push(format!("{c} IS NULL"));
         }
         if !numbers.is_empty()
             && let Some(c) = own(&|c| c.compared == Compared::Number)
@@ -648,6 +657,7 @@ mod tests {
         let col = |name: &str, compared| TypedColumn {
             name: name.to_owned(),
             compared,
+            nulls: true,
         };
         let dates = || vec!["2020-01-01".to_owned()];
         let tables = [
@@ -670,6 +680,9 @@ mod tests {
                 ],
             ),
         ];
+        // No age is missing: `age IS NULL` holds for no row (`IS NOT NULL` stays, a guard).
+        let mut tables = tables;
+        tables[0].1[4].nulls = false;
         let strings = ["2020-01-01".to_owned(), "Oslo".to_owned(), "dog".to_owned()];
         let p = regex::Regex::new(&sql_pattern_typed(
             &tables,
@@ -685,6 +698,7 @@ mod tests {
             "SELECT name FROM pets WHERE born = (SELECT MIN(born) FROM pets)",
             "SELECT COUNT(*) FROM pets WHERE born < '2020-01-01'",
             "SELECT COUNT(*) FROM pets WHERE kind IS NULL",
+            "SELECT name FROM pets WHERE age IS NOT NULL ORDER BY age DESC LIMIT 3",
             "SELECT COUNT(*) FROM pets JOIN owners ON pets.owner_id = owners.owner_id WHERE owners.city = 'Oslo'",
         ] {
             assert!(p.is_match(ok), "{ok}");
@@ -702,6 +716,7 @@ mod tests {
             "SELECT COUNT(*) FROM pets WHERE age = 'dog'",
             "SELECT COUNT(*) FROM pets WHERE kind = (SELECT COUNT(*) FROM pets)",
             "SELECT COUNT(*) FROM pets WHERE vaccinated = 3",
+            "SELECT COUNT(*) FROM pets WHERE age IS NULL",
         ] {
             assert!(!p.is_match(bad), "{bad}");
         }
@@ -712,6 +727,7 @@ mod tests {
         let col = |name: &str, compared| TypedColumn {
             name: name.to_owned(),
             compared,
+            nulls: true,
         };
         let tables = [
             (

@@ -511,7 +511,8 @@ fn find_pattern(v: &serde_json::Value) -> Option<String> {
 /// A question naming a value written with a capital is answered with a condition on it (a
 /// lower-case value such as 'no' may be the question's own word, and is not required); each
 /// `JOIN` adds a table linked to one already in the query, and a query names only the columns
-/// of its tables; aggregates are typed (no `MAX` of a key, no `AVG` of a name).
+/// of its tables; aggregates are typed (no `MAX` of a key, no `AVG` of a name); only a column
+/// holding a NULL is tested with `IS NULL`.
 #[test]
 fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
     let tasks = r#"{"id": "a", "database": "m", "question": "How long are the tracks by Ann Lee in total?", "gold_sql": "SELECT SUM(tracks.seconds) FROM tracks JOIN albums ON tracks.album_id = albums.album_id JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'", "split": "test"}
@@ -539,6 +540,7 @@ fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
     let chain = "FROM tracks JOIN albums ON tracks.album_id = albums.album_id JOIN artists ON albums.artist_id = artists.artist_id";
     for ok in [
         format!("SELECT SUM(tracks.seconds) {chain} WHERE artists.name = 'Ann Lee'"),
+        format!("SELECT COUNT(*) {chain} WHERE albums.label IS NULL AND artists.name = 'Ann Lee'"),
         format!("SELECT COUNT(*) {chain} WHERE tracks.seconds IS NOT NULL AND artists.name = 'Ann Lee'"),
         "SELECT MAX(seconds) FROM artists JOIN albums ON artists.artist_id = albums.artist_id JOIN tracks ON albums.album_id = tracks.album_id WHERE name = 'Ann Lee'".to_owned(),
     ] {
@@ -553,6 +555,8 @@ fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
         "SELECT SUM(tracks.seconds) FROM tracks JOIN artists ON albums.artist_id = artists.artist_id WHERE artists.name = 'Ann Lee'".to_owned(),
         // Tracks and artists share no link.
         "SELECT SUM(tracks.seconds) FROM tracks JOIN artists ON tracks.track_id = artists.artist_id WHERE artists.name = 'Ann Lee'".to_owned(),
+        // A column that holds no NULL, tested for one.
+        format!("SELECT COUNT(*) {chain} WHERE tracks.seconds IS NULL AND artists.name = 'Ann Lee'"),
         // Aggregates of a key and of a name.
         format!("SELECT MAX(tracks.track_id) {chain} WHERE artists.name = 'Ann Lee'"),
         format!("SELECT AVG(artists.name) {chain} WHERE artists.name = 'Ann Lee'"),
@@ -562,4 +566,46 @@ fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
     let p = shape("b");
     assert!(p.is_match("SELECT COUNT(*) FROM albums WHERE label IS NULL"));
     assert!(p.is_match("SELECT COUNT(*) FROM albums WHERE label = 'no'"));
+}
+
+/// A reference whose name names no table (`support_rep_id`) joins only the key its values fit
+/// best: all of them are employees, and they cover the employees more than the artists (whose
+/// ids include them too); where no key holds every value, it joins every key-like key. (The
+/// albums link the artists, so the artists are not a table that joins on any column.)
+#[test]
+fn a_reference_naming_no_table_joins_the_key_its_values_fit() {
+    let tasks = r#"{"id": "a", "database": "m", "question": "How many customers are from JP?", "gold_sql": "SELECT COUNT(*) FROM customers WHERE country = 'JP'", "split": "test"}"#;
+    let schema = "CREATE TABLE customers (customer_id INTEGER, country TEXT, support_rep_id INTEGER); \
+                  CREATE TABLE employees (employee_id INTEGER, name TEXT); \
+                  CREATE TABLE artists (artist_id INTEGER, name TEXT, country TEXT); \
+                  CREATE TABLE albums (album_id INTEGER, artist_id INTEGER); \
+                  INSERT INTO employees VALUES (1, 'Emp 1'), (2, 'Emp 2'); \
+                  INSERT INTO albums VALUES (1, 1), (2, 3); \
+                  INSERT INTO artists VALUES (1, 'Ann', 'JP'), (2, 'Bo', 'US'), (3, 'Cy', 'JP'), (4, 'Di', 'FR');";
+    let shape = |reps: &str| {
+        let db = format!(
+            "{schema} INSERT INTO customers VALUES (1, 'JP', {reps}), (2, 'US', 2), (3, 'JP', 1);"
+        );
+        let mut env = SqlAgentEnv::from_config(
+            json!({"tasks_jsonl": tasks, "databases": {"m": db}})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        let obs = env
+            .reset(0, &ResetOptions::split(Split::Test).with_task("a"))
+            .unwrap();
+        let info = serde_json::to_value(&obs.info).unwrap();
+        regex::Regex::new(&find_pattern(&info).expect("a pattern")).unwrap()
+    };
+    let employees = "SELECT COUNT(*) FROM customers JOIN employees ON customers.support_rep_id = employees.employee_id WHERE customers.country = 'JP'";
+    let artists = "SELECT COUNT(*) FROM customers JOIN artists ON customers.support_rep_id = artists.artist_id WHERE artists.country = 'JP'";
+    let p = shape("1");
+    assert!(p.is_match("SELECT COUNT(*) FROM customers WHERE country = 'JP'"));
+    assert!(p.is_match(employees), "{employees}");
+    assert!(!p.is_match(artists), "{artists}");
+    // Rep 9 is no employee and no artist: nothing fits, every key-like key is reachable.
+    let p = shape("9");
+    assert!(p.is_match(employees), "{employees}");
+    assert!(p.is_match(artists), "{artists}");
 }
