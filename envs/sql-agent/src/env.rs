@@ -530,6 +530,15 @@ impl Catalog {
             .collect()
     }
 
+    /// The columns the question names by their words, as `table.column`
+    /// ([`crate::named_columns`]): "the lowest price of a track" → `tracks.unit_price`.
+    fn column_hints(&self, question: &str) -> Vec<String> {
+        crate::named_columns(question, &self.names)
+            .into_iter()
+            .map(|(t, c)| format!("{t}.{c}"))
+            .collect()
+    }
+
     /// The answer's shape for one episode: this database's tables and columns, string literals
     /// from the question's words that are text values of the database or dates
     /// (`2021-01-01`; every span only for a database without text values), the first days of
@@ -678,9 +687,10 @@ fn render(outcome: &Outcome, max_rows: usize) -> String {
 /// names (a question naming many common words stays short).
 const MAX_VALUE_HINTS: usize = 8;
 
-/// The instruction: question, database and its tables with columns (rendered tersely), and
-/// the database values the question names with their columns ([`Catalog::value_hints`]).
-fn instruction(task: &Task, db: &Image, hints: &[String]) -> String {
+/// The instruction: question, database and its tables with columns (rendered tersely), the
+/// columns the question names by their words ([`Catalog::column_hints`]) and the database
+/// values it names with their columns ([`Catalog::value_hints`]).
+fn instruction(task: &Task, db: &Image, columns: &[String], hints: &[String]) -> String {
     let tables: Vec<String> = table_names(db)
         .iter()
         .map(|t| {
@@ -698,13 +708,18 @@ fn instruction(task: &Task, db: &Image, hints: &[String]) -> String {
             format!("{t}({cols})")
         })
         .collect();
+    let columns = if columns.is_empty() {
+        String::new()
+    } else {
+        format!("\nColumns it names: {}.", columns.join("; "))
+    };
     let values = if hints.is_empty() {
         String::new()
     } else {
         format!("\nValues it names: {}.", hints.join("; "))
     };
     format!(
-        "Database `{}`: {}.\nQuestion: {}{values}\nAnswer with one SQL query as your final response.",
+        "Database `{}`: {}.\nQuestion: {}{columns}{values}\nAnswer with one SQL query as your final response.",
         task.database,
         tables.join("; "),
         task.question
@@ -728,18 +743,24 @@ impl Env for SqlAgentEnv {
         // this database's identifiers and the question's literals.
         let catalog = &shared.catalogs[&t.database];
         let query = catalog.episode_schema(t);
+        let columns = catalog.column_hints(&t.question);
         let hints = catalog.value_hints(&t.question);
-        let last = Observation::new(instruction(t, &shared.images[&t.database], &hints))
-            .with_info("task", t.id.clone())
-            .with_info("database", t.database.clone())
-            .with_narrowing(
-                &Narrowing::default()
-                    .tool(
-                        "run_sql",
-                        Schema::object().property("query", query.clone(), true),
-                    )
-                    .response(query),
-            );
+        let last = Observation::new(instruction(
+            t,
+            &shared.images[&t.database],
+            &columns,
+            &hints,
+        ))
+        .with_info("task", t.id.clone())
+        .with_info("database", t.database.clone())
+        .with_narrowing(
+            &Narrowing::default()
+                .tool(
+                    "run_sql",
+                    Schema::object().property("query", query.clone(), true),
+                )
+                .response(query),
+        );
         self.episode = Episode {
             task,
             last: last.clone(),

@@ -37,6 +37,7 @@ mod gold;
 mod join_sets;
 mod links;
 mod metered;
+mod named_columns;
 mod package;
 mod pattern;
 mod self_tasks;
@@ -52,6 +53,7 @@ pub use engine::DEFAULT_MAX_ROWS_READ;
 pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
 pub use gold::{SqlGold, without_joins};
 pub use links::{Fit, JoinOn, join_links, join_links_fitting, numbered_rows};
+pub use named_columns::{MAX_NAMED_COLUMNS, named_columns};
 pub use package::{MAIN_JOB_CONFIG, PACKAGE};
 pub use pattern::{
     Compared, TableColumns, TypedColumn, TypedTable, question_literals, question_numbers,

@@ -33,6 +33,7 @@ pub const PACKAGE: EnvPackage = EnvPackage {
         include_str!("pattern.rs"),
         include_str!("links.rs"),
         include_str!("join_sets.rs"),
+        include_str!("named_columns.rs"),
     ],
 };
 

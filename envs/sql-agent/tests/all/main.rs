@@ -437,7 +437,8 @@ fn a_value_is_compared_only_with_a_column_that_holds_it_and_tables_join_on_their
     }
 }
 
-/// The instruction names the columns holding the values its question names, in the
+/// The instruction names the columns its question names by their words ("live albums":
+/// `albums.live`), and the columns holding the values its question names, in the
 /// question's order (a span inside a longer matching one left out: the album 'Red' in 'Red
 /// Hall'), each with every column holding it, then a row named by table and number ("album
 /// 2", unless that is a value: "Artist 2"), and nothing for a question that names neither.
@@ -462,7 +463,7 @@ fn the_instruction_links_the_values_a_question_names_to_their_columns() {
         .unwrap();
     assert!(
         a.content.contains(
-            "\nValues it names: artists.name = 'Ann Lee'; albums.studio = 'Red Hall'; artists.home = 'Red Hall'.\n"
+            "\nColumns it names: albums.live.\nValues it names: artists.name = 'Ann Lee'; albums.studio = 'Red Hall'; artists.home = 'Red Hall'.\n"
         ),
         "{}",
         a.content
