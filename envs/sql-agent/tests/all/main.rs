@@ -497,6 +497,22 @@ fn the_instruction_links_the_values_a_question_names_to_their_columns() {
     );
 }
 
+/// The query shape of task `task` (test split) over database `m` built from `db` with `tasks`:
+/// the `pattern` of the episode's narrowing, as a regex.
+fn episode_pattern(tasks: &str, db: &str, task: &str) -> regex::Regex {
+    let mut env = SqlAgentEnv::from_config(
+        json!({"tasks_jsonl": tasks, "databases": {"m": db}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let obs = env
+        .reset(0, &ResetOptions::split(Split::Test).with_task(task))
+        .unwrap();
+    let info = serde_json::to_value(&obs.info).unwrap();
+    regex::Regex::new(&find_pattern(&info).expect("a pattern")).unwrap()
+}
+
 /// The first `pattern` string anywhere in `v`.
 fn find_pattern(v: &serde_json::Value) -> Option<String> {
     match v {
@@ -524,19 +540,7 @@ fn a_named_value_is_required_joins_follow_links_and_aggregates_are_typed() {
               INSERT INTO artists VALUES (1, 'Ann Lee'), (2, 'Bo Diaz'); \
               INSERT INTO albums VALUES (1, 1, 'Blue', 'no'), (2, 2, 'Red', NULL); \
               INSERT INTO tracks VALUES (1, 1, 200), (2, 2, 300);";
-    let mut env = SqlAgentEnv::from_config(
-        json!({"tasks_jsonl": tasks, "databases": {"m": db}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
-    let mut shape = |task: &str| {
-        let obs = env
-            .reset(0, &ResetOptions::split(Split::Test).with_task(task))
-            .unwrap();
-        let info = serde_json::to_value(&obs.info).unwrap();
-        regex::Regex::new(&find_pattern(&info).expect("a pattern")).unwrap()
-    };
+    let shape = |task: &str| episode_pattern(tasks, db, task);
     let p = shape("a");
     let chain = "FROM tracks JOIN albums ON tracks.album_id = albums.album_id JOIN artists ON albums.artist_id = artists.artist_id";
     for ok in [
@@ -587,17 +591,7 @@ fn a_reference_naming_no_table_joins_the_key_its_values_fit() {
         let db = format!(
             "{schema} INSERT INTO customers VALUES (1, 'JP', {reps}), (2, 'US', 2), (3, 'JP', 1);"
         );
-        let mut env = SqlAgentEnv::from_config(
-            json!({"tasks_jsonl": tasks, "databases": {"m": db}})
-                .as_object()
-                .unwrap(),
-        )
-        .unwrap();
-        let obs = env
-            .reset(0, &ResetOptions::split(Split::Test).with_task("a"))
-            .unwrap();
-        let info = serde_json::to_value(&obs.info).unwrap();
-        regex::Regex::new(&find_pattern(&info).expect("a pattern")).unwrap()
+        episode_pattern(tasks, &db, "a")
     };
     let employees = "SELECT COUNT(*) FROM customers JOIN employees ON customers.support_rep_id = employees.employee_id WHERE customers.country = 'JP'";
     let artists = "SELECT COUNT(*) FROM customers JOIN artists ON customers.support_rep_id = artists.artist_id WHERE artists.country = 'JP'";
