@@ -17,50 +17,27 @@
 pub const MAX_NAMED_COLUMNS: usize = 6;
 
 /// The words of an identifier or a question, lower-case and in the singular: `UnitPrices`
-/// gives `unit`, `price`; `invoice_items` gives `invoice`, `item`.
+/// gives `unit`, `price`; `invoice_items` gives `invoice`, `item` (split as
+/// [`crate::self_tasks::spoken`] says an identifier, any other character a break).
 fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut prev_lower = false;
-    for c in text.chars() {
-        if !c.is_alphanumeric() {
-            push_word(&mut out, &mut word);
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower {
-            push_word(&mut out, &mut word);
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        word.extend(c.to_lowercase());
-    }
-    push_word(&mut out, &mut word);
-    out
+    let plain: String = text
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    crate::self_tasks::spoken(&plain)
+        .split_whitespace()
+        .map(singular)
+        .collect()
 }
 
-/// Moves `word`, in the singular, onto `out` (nothing for an empty word).
-fn push_word(out: &mut Vec<String>, word: &mut String) {
-    if !word.is_empty() {
-        out.push(singular(word));
-        word.clear();
-    }
-}
-
-/// A word in the singular, by its ending: `categories` → `category`, `boxes` → `box`,
-/// `tracks` → `track`; `class`, `status` and short words stay.
+/// A word in the singular ([`crate::self_tasks::singular`]): `categories` → `category`,
+/// `boxes` → `box`; a word of three letters or fewer, or ending in `us`, stays (`is`, `has`,
+/// `status`: a question's words are mostly singular already).
 fn singular(word: &str) -> String {
-    let w = word;
-    if w.len() > 4 && w.ends_with("ies") {
-        format!("{}y", &w[..w.len() - 3])
-    } else if ["xes", "ches", "shes", "sses"]
-        .iter()
-        .any(|e| w.ends_with(e))
-    {
-        w[..w.len() - 2].to_owned()
-    } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") {
-        w[..w.len() - 1].to_owned()
+    if word.len() <= 3 || word.ends_with("us") {
+        word.to_owned()
     } else {
-        w.to_owned()
+        crate::self_tasks::singular(word)
     }
 }
 
