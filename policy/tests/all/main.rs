@@ -265,6 +265,43 @@ fn the_baselines_actions_are_in_the_constrained_language() {
     }
 }
 
+#[test]
+fn matchers_of_one_grammar_advance_independently() {
+    // Every matcher is a clone of the grammar's compiled one: consuming tokens in one must
+    // leave the compiled start, and every other matcher, where they were.
+    let tok = tokenizer();
+    let template = Template::new(tok);
+    let (tools, t) = &episodes()[0];
+    let limits = ActionLimits {
+        thought_chars: 200,
+        response_chars: 400,
+    };
+    let grammar = ToolCallGrammar::new(tok, tools, limits).unwrap();
+    let action = t.records.iter().find_map(|r| r.to_action()).unwrap();
+    let ids = template.action(&action).unwrap().ids[1..].to_vec();
+    let mut ahead = grammar.matcher().unwrap();
+    let mut behind = grammar.matcher().unwrap();
+    let start = behind.allowed().unwrap();
+    let half = ids.len() / 2;
+    for &id in &ids[..half] {
+        assert!(ahead.allowed().unwrap()[id as usize]);
+        ahead.consume(id).unwrap();
+    }
+    assert_ne!(ahead.allowed().unwrap(), start);
+    assert_eq!(behind.allowed().unwrap(), start);
+    assert_eq!(grammar.matcher().unwrap().allowed().unwrap(), start);
+    // Both run to the end, each on its own.
+    for &id in &ids {
+        behind.consume(id).unwrap();
+    }
+    for &id in &ids[half..] {
+        ahead.consume(id).unwrap();
+    }
+    assert!(ahead.is_finished() && behind.is_finished());
+    // A finished matcher leaves the next one fresh.
+    assert_eq!(grammar.matcher().unwrap().allowed().unwrap(), start);
+}
+
 /// Whether the constraint lets `action`'s rendering through, token by token, to its end.
 fn fits(grammar: &ToolCallGrammar, template: &Template, action: &Action) -> bool {
     let rendered = template.action(action).unwrap();
