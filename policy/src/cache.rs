@@ -9,7 +9,7 @@ use crate::fused::{On, back, classify, contiguous};
 
 /// Slots a short append (a decoding step, a few forced tokens) leaves free after it when the
 /// buffers must grow: the next steps write into them in place.
-const ROOM: usize = 64;
+pub(crate) const ROOM: usize = 64;
 
 /// Keys and values of one layer, `[batch, kv_heads, capacity, head_dim]` each, of which the
 /// first `len` slots are filled.
@@ -42,15 +42,22 @@ impl<B: Backend> LayerCache<B> {
     /// [`ROOM`] free slots beyond them after a short append. An empty cache is left empty (its
     /// first append sets its shape).
     fn reserve(&mut self, t: usize) {
+        if self.len + t > self.capacity() {
+            let room = if t < ROOM { ROOM } else { 0 };
+            self.grow(self.len + t + room);
+        }
+    }
+
+    /// Copies the buffers into ones of `slots` slots when they hold fewer (the filled slots
+    /// first, free ones after them). An empty cache is left empty.
+    fn grow(&mut self, slots: usize) {
         let cap = self.capacity();
+        if slots <= cap {
+            return;
+        }
         let Some((k, v)) = self.kv.take() else {
             return;
         };
-        if self.len + t <= cap {
-            self.kv = Some((k, v));
-            return;
-        }
-        let room = if t < ROOM { ROOM } else { 0 };
         let grow = |x: Tensor<B, 4>| {
             let [b, h, _, d] = x.dims();
             let x = if cap == self.len {
@@ -58,7 +65,7 @@ impl<B: Backend> LayerCache<B> {
             } else {
                 x.narrow(2, 0, self.len)
             };
-            let free = Tensor::zeros([b, h, t + room, d], &x.device());
+            let free = Tensor::zeros([b, h, slots - self.len, d], &x.device());
             Tensor::cat(vec![x, free], 2)
         };
         self.kv = Some((grow(k), grow(v)));
@@ -159,13 +166,33 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
+    /// Makes every layer's buffers hold at least `slots` slots, filled or free (copied once
+    /// into larger ones where they hold fewer; an empty cache is left empty). Done while a
+    /// batch is small — before [`select`](Self::select) repeats a shared prefix over many
+    /// rows — it sizes the many rows' buffers once for everything still to come, where
+    /// growing them later would copy them all again.
+    pub fn reserve_slots(&mut self, slots: usize) {
+        for l in &mut self.layers {
+            l.grow(slots);
+        }
+    }
+
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The cache of batch rows `rows`, in that order (a row may repeat).
+    /// The cache of batch rows `rows`, in that order (a row may repeat). All the rows in
+    /// their order share this cache's buffers; any other selection copies them.
     pub fn select(&self, rows: &[usize]) -> Self {
+        let batch = self
+            .layers
+            .iter()
+            .find_map(|l| l.kv.as_ref())
+            .map(|(k, _)| k.dims()[0]);
+        if batch == Some(rows.len()) && rows.iter().enumerate().all(|(i, &r)| i == r) {
+            return self.clone();
+        }
         let layers = self
             .layers
             .iter()
@@ -484,5 +511,45 @@ mod tests {
         let before: Vec<f32> = held.clone().into_data().to_vec().unwrap();
         let _ = layer.append(step(9.0, 1), step(0.0, 1));
         assert_eq!(held.into_data().to_vec::<f32>().unwrap(), before);
+    }
+
+    #[test]
+    fn reserved_slots_are_selected_once_and_written_in_place() {
+        let mut cache = KvCache::<Cpu>::new(1);
+        // One shared prefix of 4 slots, in a batch of one row.
+        cache.layer(0).append(
+            Tensor::full([1, 1, 4, 3], 1.0, &Default::default()),
+            Tensor::full([1, 1, 4, 3], 1.0, &Default::default()),
+        );
+        assert_eq!(cache.capacity(), 4);
+        cache.reserve_slots(10);
+        assert_eq!((cache.len(), cache.capacity()), (4, 10));
+        cache.reserve_slots(6); // never shrinks
+        assert_eq!(cache.capacity(), 10);
+        // Repeated over three rows with the room: the rows' appends then land in place.
+        let mut rows = cache.select(&[0, 0, 0]);
+        assert_eq!((rows.len(), rows.capacity()), (4, 10));
+        let (before, filled) = keys(rows.layer(0));
+        assert_eq!(filled, vec![1.0; 3 * 4 * 3]);
+        let _ = rows.layer(0).append(step3(2.0, 6), step3(2.0, 6));
+        let (after, filled) = keys(rows.layer(0));
+        assert_eq!(after, before, "the reserved buffer was copied");
+        let row: Vec<f32> = [1.0; 4]
+            .into_iter()
+            .chain([2.0; 6])
+            .flat_map(|x| [x; 3])
+            .collect();
+        assert_eq!(filled, [row.clone(), row.clone(), row].concat());
+        // Every row in its own order shares the buffers; any other selection copies them.
+        let mut same = rows.select(&[0, 1, 2]);
+        assert_eq!(keys(same.layer(0)).0, before);
+        let mut other = rows.select(&[2, 1, 0]);
+        assert_ne!(keys(other.layer(0)).0, before);
+        let mut fewer = rows.select(&[0, 1]);
+        assert_eq!(keys(fewer.layer(0)).1.len(), 2 * 10 * 3);
+    }
+
+    fn step3(value: f32, t: usize) -> Tensor<Cpu, 4> {
+        Tensor::full([3, 1, t, 3], value, &Default::default())
     }
 }

@@ -342,6 +342,7 @@ pub fn prefill_within<B: Backend>(
     };
     let paths: Vec<Vec<Option<usize>>> = (0..uniq.len()).map(path).collect();
     let mut cache = KvCache::new(model.n_layers());
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     // Rows of the current level, each the prompt-path key it stands for.
     let mut keys: Vec<Option<usize>> = Vec::new();
     let mut valid: Vec<Vec<bool>> = Vec::new();
@@ -360,6 +361,9 @@ pub fn prefill_within<B: Backend>(
             }
         }
         if l > 0 {
+            // Room for the longest prompt and a first stretch of decoding, while the batch
+            // is narrowest: the rows selected below are then written in place to the end.
+            cache.reserve_slots(longest + crate::cache::ROOM);
             cache = cache.select(&parent_rows);
             valid = parent_rows.iter().map(|&r| valid[r].clone()).collect();
         } else {
@@ -398,6 +402,7 @@ pub fn prefill_within<B: Backend>(
             .collect()
     };
     if levels > 0 {
+        cache.reserve_slots(longest + crate::cache::ROOM);
         cache = cache.select(&parent_rows);
         valid = parent_rows.iter().map(|&r| valid[r].clone()).collect();
     } else {
