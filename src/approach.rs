@@ -235,6 +235,7 @@ impl ProxyApproach {
             generate_time: clock.elapsed(),
             env_steps: harness.env_steps,
             env_time: clock.elapsed(),
+            grammar_time: std::time::Duration::ZERO,
             journal,
         };
         let metrics = trainer.learn_from(episodes, played, &stats, rollout_s)?;

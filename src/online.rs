@@ -293,6 +293,7 @@ impl<B: AutodiffBackend<InnerBackend = Cpu>> Learner<B> {
             generate_time: Duration::ZERO,
             env_steps: 0,
             env_time: Duration::ZERO,
+            grammar_time: Duration::ZERO,
             journal: Default::default(),
         };
         let metrics = self.trainer.learn_from(episodes, played, &stats, 0.0)?;

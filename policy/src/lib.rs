@@ -58,8 +58,8 @@ pub use model::{Block, Output, PolicyConfig, PolicyModel, RowOutput};
 pub use prefill::{PREFILL_SCORES, Prefill, prefill, prefill_continuing, prefill_within};
 pub use prefix_cache::{MIN_REUSED, PrefixCache, PrefixStats};
 pub use sample::{
-    RowControl, SampleConfig, Sampled, generate, generate_continuing, generate_with,
-    masked_log_softmax, replay_masks, sequence_logprobs,
+    RowControl, SampleConfig, Sampled, generate, generate_continuing, generate_continuing_last,
+    generate_with, masked_log_softmax, replay_masks, sequence_logprobs,
 };
 pub use template::{Rendered, Template, canonical_json, tool_list};
 pub use tokenizer::{ChatFormat, Role, SPECIAL_TOKENS, Tokenizer};

@@ -192,6 +192,7 @@ pub fn generate_with<B: Backend>(
         model,
         prompts,
         None,
+        false,
         constraints,
         end,
         config,
@@ -221,6 +222,7 @@ pub fn generate_continuing<B: Backend>(
         model,
         prompts,
         Some(bases),
+        true,
         constraints,
         end,
         config,
@@ -230,16 +232,46 @@ pub fn generate_continuing<B: Backend>(
     Ok((sampled, caches.unwrap_or_default()))
 }
 
+/// [`generate_continuing`] for a turn no other follows (an episode's last allowed turn): the
+/// bases are continued as there, but no cache of the prompts is kept. The kept caches share
+/// the prompts' buffers, so keeping them makes decoding's first write copy every row's keys
+/// and values (about 1 GB at 63 rows of 357 slots of SmolLM2-135M); without them it writes
+/// in place. The samples are those of [`generate_continuing`].
+pub fn generate_continuing_last<B: Backend>(
+    model: &PolicyModel<B>,
+    prompts: &[Vec<u32>],
+    bases: &[Option<SeqCache<B>>],
+    constraints: &mut [Option<ToolCallMatcher>],
+    end: u32,
+    config: &SampleConfig,
+    device: &B::Device,
+) -> Result<Vec<Sampled>> {
+    assert_eq!(bases.len(), prompts.len(), "one base slot per prompt");
+    let (sampled, _) = generate_from(
+        model,
+        prompts,
+        Some(bases),
+        false,
+        constraints,
+        end,
+        config,
+        device,
+        &RowControl::default(),
+    )?;
+    Ok(sampled)
+}
+
 /// The samples of a batch and, when asked for, each row's cache of its prompt.
 type Continued<B> = (Vec<Sampled>, Option<Vec<SeqCache<B>>>);
 
-/// [`generate_with`], continuing `bases` where given (see [`generate_continuing`]), and then
-/// returning the prompts' caches: one batch run to its end on a [`Decoder`].
+/// [`generate_with`], continuing `bases` where given (see [`generate_continuing`]), and then,
+/// with `keep`, returning the prompts' caches: one batch run to its end on a [`Decoder`].
 #[allow(clippy::too_many_arguments)]
 fn generate_from<B: Backend>(
     model: &PolicyModel<B>,
     prompts: &[Vec<u32>],
     bases: Option<&[Option<SeqCache<B>>]>,
+    keep: bool,
     constraints: &mut [Option<ToolCallMatcher>],
     end: u32,
     config: &SampleConfig,
@@ -249,7 +281,7 @@ fn generate_from<B: Backend>(
     let b = prompts.len();
     assert_eq!(constraints.len(), b, "one constraint slot per prompt");
     if b == 0 {
-        return Ok((Vec::new(), bases.map(|_| Vec::new())));
+        return Ok((Vec::new(), keep.then(Vec::new)));
     }
     let requests = prompts
         .iter()
@@ -287,7 +319,7 @@ fn generate_from<B: Backend>(
         };
         // The prompts' cache as it is now, before decoding extends it (tensors are shared,
         // not copied: the decode's appends make new ones).
-        kept = bases.map(|_| {
+        kept = keep.then(|| {
             encoded
                 .cache
                 .clone()

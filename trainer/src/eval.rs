@@ -6,7 +6,7 @@ use sandgym_policy::PolicyModel;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::rollout::{Episode, RolloutEngine, RolloutSettings};
+use crate::rollout::{Episode, RolloutEngine, RolloutSettings, RolloutStats};
 
 /// The outcome of an evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,48 @@ pub struct EvalReport {
     /// same episodes ([`Paired`](crate::Paired)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outcomes: Vec<crate::Outcome>,
+    /// Where the evaluation's wall time went (`None` where it was not played by [`evaluate`]:
+    /// a scripted baseline, a harness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<EvalTiming>,
+}
+
+/// Where an evaluation's wall time went, in seconds: the parts of [`evaluate`]'s `seconds` add
+/// up to at most it (the rest is rendering prompts and reading actions); making the envs
+/// comes before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalTiming {
+    /// Making the envs the episodes were played on (set by whoever made them; 0 if unknown).
+    #[serde(default)]
+    pub make_envs_seconds: f64,
+    /// [`evaluate`] itself: every episode played.
+    pub seconds: f64,
+    /// Env resets and steps.
+    pub env_seconds: f64,
+    /// Building constraints: episodes' narrowed grammars and each turn's matcher.
+    pub grammar_seconds: f64,
+    /// Generation: prefill, constrained decoding and its masks.
+    pub generate_seconds: f64,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+}
+
+impl EvalTiming {
+    /// Seconds per episode over `episodes` episodes, making the envs included (0 for none).
+    pub fn per_episode(&self, episodes: usize) -> f64 {
+        if episodes == 0 {
+            0.0
+        } else {
+            (self.make_envs_seconds + self.seconds) / episodes as f64
+        }
+    }
+
+    fn add(&mut self, stats: &RolloutStats) {
+        self.env_seconds += stats.env_time.as_secs_f64();
+        self.grammar_seconds += stats.grammar_time.as_secs_f64();
+        self.generate_seconds += stats.generate_time.as_secs_f64();
+        self.generated_tokens += stats.generated_tokens;
+    }
 }
 
 impl EvalReport {
@@ -182,11 +224,19 @@ pub fn evaluate<B: Backend>(
     options: &ResetOptions,
     temperature: f32,
 ) -> Result<(EvalReport, Vec<Episode>)> {
+    let clock = std::time::Instant::now();
+    let mut timing = EvalTiming::default();
     let mut episodes = Vec::with_capacity(seeds.len());
     let jobs: Vec<(usize, u64)> = seeds.iter().enumerate().map(|(i, &s)| (i, s)).collect();
     for chunk in jobs.chunks(engine.capacity().max(1)) {
-        let (eps, _) = engine.run(model, device, chunk, options, temperature, 0)?;
+        let (eps, stats) = engine.run(model, device, chunk, options, temperature, 0)?;
+        timing.add(&stats);
         episodes.extend(eps);
     }
-    Ok((EvalReport::from_episodes(&episodes), episodes))
+    timing.seconds = clock.elapsed().as_secs_f64();
+    let report = EvalReport {
+        timing: Some(timing),
+        ..EvalReport::from_episodes(&episodes)
+    };
+    Ok((report, episodes))
 }

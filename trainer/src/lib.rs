@@ -44,13 +44,14 @@ pub use config::{
 pub use curriculum::{PassRates, TaskSelect};
 pub use episode_log::{EpisodeKind, EpisodeLog, TokenSpan, episode_log_path, write_episode_log};
 pub use error::{Result, TrainError};
-pub use eval::{EvalReport, eval_envs, eval_plan, evaluate, wilson_interval};
+pub use eval::{EvalReport, EvalTiming, eval_envs, eval_plan, evaluate, wilson_interval};
 pub use journal::{Captured, SampleJournal};
 pub use learner::{Learner, Passes, PolicyOptimizer, StepStats, adam};
 pub use metrics::{EvalPoint, IterMetrics};
 pub use paired::{Outcome, PairError, Paired, mcnemar_exact};
 pub use rollout::{
-    Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, episode_grammar, render_trajectory,
+    Episode, RolloutEngine, RolloutSettings, RolloutStats, Turn, compile_episode_grammars,
+    episode_grammar, render_trajectory,
 };
 pub use run::{
     NewRun, RunConfig, Trainer, iteration_jobs, read_run_config, rollout_settings, write_plots,

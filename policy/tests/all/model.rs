@@ -267,6 +267,32 @@ fn a_continued_history_samples_as_if_encoded_whole() {
     for (a, b) in again.iter().zip(&turn1) {
         assert_eq!(a.tokens, b.tokens);
     }
+    // A last turn continues the same bases and keeps nothing: the same samples.
+    let (_, bases) = sandgym_policy::generate_continuing(
+        &model,
+        &first,
+        &none,
+        &mut constraints,
+        10_000,
+        &sample,
+        &device,
+    )
+    .unwrap();
+    let bases: Vec<_> = bases.into_iter().map(Some).collect();
+    let last = sandgym_policy::generate_continuing_last(
+        &model,
+        &second,
+        &bases,
+        &mut constraints,
+        10_000,
+        &sample,
+        &device,
+    )
+    .unwrap();
+    for (r, (a, b)) in last.iter().zip(&continued).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "row {r}");
+        assert_eq!(a.logprobs, b.logprobs, "row {r}");
+    }
 }
 
 #[test]

@@ -5,7 +5,9 @@ use sandgym_env_api::{
     Action, BoxEnv, Done, Env, EnvError, EnvSpec, Observation, ResetOptions, Result,
 };
 use sandgym_policy::{ActionLimits, Cpu, sequence_logprobs};
-use sandgym_trainer::{RolloutEngine, RolloutSettings, eval_envs, evaluate};
+use sandgym_trainer::{
+    RolloutEngine, RolloutSettings, compile_episode_grammars, episode_grammar, eval_envs, evaluate,
+};
 
 fn settings() -> RolloutSettings {
     RolloutSettings {
@@ -337,6 +339,38 @@ fn an_episodes_narrowed_tool_schema_constrains_its_sampled_calls() {
 }
 
 #[test]
+fn episode_grammars_are_compiled_once_per_distinct_narrowing() {
+    let tok = crate::guess_tokenizer(8);
+    let mut env = Narrowed {
+        inner: GuessNumber::with_max(8),
+        reset: None,
+    };
+    let spec = env.spec().clone();
+    let limits = settings().limits;
+    let default = std::sync::Arc::new(
+        sandgym_policy::ToolCallGrammar::for_spec(&tok, &spec, limits).unwrap(),
+    );
+    // Twelve episodes, eight distinct narrowings (seed % 8), compiled together.
+    let infos: Vec<_> = (0..12)
+        .map(|seed| env.reset(seed, &ResetOptions::default()).unwrap().info)
+        .collect();
+    let mut cache = std::collections::HashMap::new();
+    compile_episode_grammars(&mut cache, &default, &spec, limits, &infos);
+    assert_eq!(cache.len(), 8);
+    // Each episode's grammar is then the one compiled for its narrowing.
+    let a = episode_grammar(&mut cache, &default, &spec, limits, &infos[1]).unwrap();
+    let b = episode_grammar(&mut cache, &default, &spec, limits, &infos[9]).unwrap();
+    let c = episode_grammar(&mut cache, &default, &spec, limits, &infos[2]).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    assert!(!std::sync::Arc::ptr_eq(&a, &c));
+    assert_eq!(cache.len(), 8);
+    // A second batch with nothing new compiles nothing.
+    compile_episode_grammars(&mut cache, &default, &spec, limits, &infos[..4]);
+    let again = episode_grammar(&mut cache, &default, &spec, limits, &infos[1]).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &again));
+}
+
+#[test]
 fn an_evaluation_plays_its_episodes_in_chunks_of_eval_at_once_with_the_same_outcomes() {
     // Each live episode keeps its KV cache until it ends, so `eval_at_once` is what bounds
     // an evaluation's memory: the seeds are played a chunk at a time, each once, and greedy
@@ -395,4 +429,18 @@ fn an_evaluation_plays_its_episodes_in_chunks_of_eval_at_once_with_the_same_outc
         assert_eq!(a.total_reward(), b.total_reward());
     }
     assert_eq!(all_report.outcomes, chunked_report.outcomes);
+    // Where the time went: the parts inside the whole, every generated token counted.
+    let timing = all_report.timing.expect("evaluate times itself");
+    let parts = timing.env_seconds + timing.grammar_seconds + timing.generate_seconds;
+    assert!(
+        timing.generate_seconds > 0.0 && parts <= timing.seconds,
+        "{timing:?}"
+    );
+    let tokens: usize = all
+        .iter()
+        .map(|e| e.loss_mask.iter().filter(|&&m| m).count())
+        .sum();
+    assert_eq!(timing.generated_tokens, tokens);
+    assert!(timing.per_episode(seeds.len()) > 0.0);
+    assert_eq!(timing.per_episode(0), 0.0);
 }
