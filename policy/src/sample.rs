@@ -317,8 +317,9 @@ fn generate_from<B: Backend>(
             Some(rows) => prefill_continuing(model, rows, extended, PREFILL_SCORES, device),
             None => prefill(model, extended, device),
         };
-        // The prompts' cache as it is now, before decoding extends it (tensors are shared,
-        // not copied: the decode's appends make new ones).
+        // The prompts' cache as it is now, before decoding extends it (its tensors shared, not
+        // copied here; decoding's first write then copies the buffers it shares with them,
+        // which is why a last turn keeps none).
         kept = keep.then(|| {
             encoded
                 .cache

@@ -101,14 +101,14 @@ pub fn compile_episode_grammars<'a>(
     infos: impl IntoIterator<Item = &'a serde_json::Map<String, serde_json::Value>>,
 ) {
     use rayon::prelude::*;
-    let mut todo: Vec<(String, Narrowing)> = Vec::new();
+    let mut todo: HashMap<String, Narrowing> = HashMap::new();
     for info in infos {
         let Ok(Some(narrowing)) = Narrowing::from_info(info) else {
             continue;
         };
         let key = serde_json::Value::Object(narrowing.to_info()).to_string();
-        if !cache.contains_key(&key) && !todo.iter().any(|(k, _)| *k == key) {
-            todo.push((key, narrowing));
+        if !cache.contains_key(&key) {
+            todo.entry(key).or_insert(narrowing);
         }
     }
     let compiled: Vec<(String, Arc<ToolCallGrammar>)> = todo
