@@ -188,9 +188,6 @@ impl EnvTarget {
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, n.max(1));
-        if workers == 1 {
-            return (0..n).map(|_| self.make(backend)).collect();
-        }
         let per = n.div_ceil(workers);
         let made: Vec<env_api::Result<Vec<BoxEnv>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
