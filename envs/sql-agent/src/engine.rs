@@ -1,6 +1,7 @@
 //! The embedded SQL engine (GlueSQL over in-memory storage) and result comparison.
 
 use gluesql::core::executor::Payload;
+use gluesql::core::sqlparser::ast::Statement;
 use gluesql::core::store::Planner;
 use gluesql::core::translate::translate;
 use gluesql::prelude::{Glue, MemoryStorage, Value};
@@ -13,7 +14,51 @@ pub type Image = MemoryStorage;
 
 /// Builds an image by running `sql` (DDL and inserts; SQLite-style scripts and dumps are
 /// rewritten for GlueSQL first, see [`crate::ddl`]). An error names the statement that failed.
+///
+/// Consecutive inserts into one table run as one statement ([`crate::inserts`]); should that
+/// fail, or add fewer rows than it holds (a primary key repeated among its rows), the
+/// database is built again one statement at a time, which names the statement at fault.
 pub fn build(sql: &str) -> Result<Image, String> {
+    build_merged(sql).or_else(|_| build_one_by_one(sql))
+}
+
+/// [`build`] with consecutive inserts merged: `Err` (without a statement's number) on any
+/// failure.
+fn build_merged(sql: &str) -> Result<Image, String> {
+    let mut glue = Glue::new(MemoryStorage::default());
+    let mut merged = crate::inserts::Merged::default();
+    let run = |glue: &mut Glue<MemoryStorage>, (statement, adds): (Statement, Option<usize>)| {
+        let before = adds.map(|_| rows(&glue.storage));
+        let plan = translate(&statement)
+            .and_then(|s| glue.storage.plan(s.into()))
+            .map_err(|e| e.to_string())?;
+        glue.execute_stmt(&plan).map_err(|e| e.to_string())?;
+        match (before, adds) {
+            (Some(before), Some(n)) if rows(&glue.storage) != before + n => {
+                Err("a merged insert repeated a key".to_owned())
+            }
+            _ => Ok(()),
+        }
+    };
+    crate::ddl::for_each(sql, |statement| {
+        merged
+            .push(statement)
+            .into_iter()
+            .try_for_each(|ready| run(&mut glue, ready))
+    })?;
+    if let Some((statement, n)) = merged.flush() {
+        run(&mut glue, (statement, Some(n)))?;
+    }
+    Ok(glue.storage)
+}
+
+/// The rows stored in every table of `db`.
+fn rows(db: &Image) -> usize {
+    db.items.values().map(|item| item.rows.len()).sum()
+}
+
+/// [`build`] one statement at a time.
+fn build_one_by_one(sql: &str) -> Result<Image, String> {
     let mut glue = Glue::new(MemoryStorage::default());
     let mut i = 0;
     crate::ddl::for_each(sql, |statement| {
@@ -289,6 +334,59 @@ pub fn looks_like_sql(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every table's schema and rows, tables by name.
+    fn contents(db: &Image) -> String {
+        let tables: std::collections::BTreeMap<_, _> = db.items.iter().collect();
+        format!("{tables:?}")
+    }
+
+    #[test]
+    fn merged_inserts_build_the_same_database_as_one_statement_at_a_time() {
+        for dump in [
+            include_str!("../tests/data/music.sql"),
+            include_str!("../tests/data/films.sql"),
+        ] {
+            let merged = build_merged(dump).unwrap();
+            let single = build_one_by_one(dump).unwrap();
+            assert!(rows(&merged) > 5_000);
+            assert!(contents(&merged) == contents(&single));
+        }
+        // Inserts into other tables, with other columns or of another form are not merged,
+        // and their order is kept.
+        let script = "CREATE TABLE a (id INTEGER PRIMARY KEY, x TEXT); CREATE TABLE b (y INTEGER);
+            INSERT INTO a VALUES (1, 'p'); INSERT INTO a (id) VALUES (2); INSERT INTO b VALUES (7);
+            INSERT INTO a VALUES (3, 'q'), (4, 'r'); UPDATE a SET x = 's' WHERE id = 4;
+            INSERT INTO a VALUES (5, 't'); INSERT INTO b SELECT id FROM a WHERE id > 3;";
+        let merged = build_merged(script).unwrap();
+        assert!(contents(&merged) == contents(&build_one_by_one(script).unwrap()));
+        assert_eq!(rows(&merged), 5 + 3);
+    }
+
+    #[test]
+    fn a_key_repeated_within_merged_inserts_fails_and_names_its_statement() {
+        // The primary key 2 twice, in consecutive inserts that merge into one statement.
+        let pk = "CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT);
+            INSERT INTO t VALUES (1, 'a'); INSERT INTO t VALUES (2, 'b'); INSERT INTO t VALUES (2, 'c');";
+        let e = build(pk).unwrap_err();
+        assert!(
+            e.starts_with("statement 4 (`INSERT INTO t VALUES (2, 'c')"),
+            "{e}"
+        );
+        // A repeated value of a UNIQUE column, the same.
+        let unique = "CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT UNIQUE);
+            INSERT INTO t VALUES (1, 'a@x'); INSERT INTO t VALUES (2, 'b@x'); INSERT INTO t VALUES (3, 'a@x');";
+        let e = build(unique).unwrap_err();
+        assert!(
+            e.starts_with("statement 4 (`INSERT INTO t VALUES (3, 'a@x')"),
+            "{e}"
+        );
+        assert!(e.contains("duplicate entry"), "{e}");
+        // A repeat of a key stored by an earlier statement is caught as before.
+        let stored = "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);
+            CREATE TABLE u (id INTEGER); INSERT INTO t VALUES (1);";
+        assert!(build(stored).unwrap_err().starts_with("statement 4 "));
+    }
 
     #[test]
     fn destructive_statements_are_found_anywhere() {

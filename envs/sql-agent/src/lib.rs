@@ -34,6 +34,7 @@ mod engine;
 mod env;
 mod fold;
 mod gold;
+mod inserts;
 mod join_sets;
 mod links;
 mod metered;
