@@ -357,7 +357,7 @@ impl<'m, B: Backend> Decoder<'m, B> {
             return;
         }
         if let Some(b) = self.batch.as_mut() {
-            b.cache = b.cache.select(&keep);
+            b.cache.retain_rows(&keep);
             b.valid = keep
                 .iter()
                 .map(|&i| std::mem::take(&mut b.valid[i]))
