@@ -362,9 +362,13 @@ impl<B: Backend> Block<B> {
             self.project(LoraTarget::V, &self.wv, normed)
                 .reshape([b, t, kvh, hd]),
         );
-        let (k, v) = match cache {
-            Some(cache) => cache.append(k, v),
-            None => (k, v),
+        // A prefix every row shares comes first, held once (see `LayerCache`).
+        let (k, v, shared) = match cache {
+            Some(cache) => {
+                let (k, v) = cache.append(k, v);
+                (k, v, cache.shared())
+            }
+            None => (k, v, None),
         }; // [b, kvh, past + t, hd]
         let total = k.dims()[2];
         let group = h / kvh;
@@ -374,12 +378,27 @@ impl<B: Backend> Block<B> {
         // `i / group`, as Hugging Face's `repeat_kv` lays them out). burn's `repeat_dim` took
         // most of a decoding step's time.
         let q = q.reshape([b, kvh, group * t, hd]);
-        // [b, h, t, total]; the bias comes repeated over the heads.
-        let scores = q.matmul(k.swap_dims(2, 3)).reshape([b, h, t, total]) + bias.clone();
-        let attn = fused::softmax_last(scores)
-            .reshape([b, kvh, group * t, total])
-            .matmul(v)
-            .reshape([b, h, t, hd]);
+        let own = q.clone().matmul(k.swap_dims(2, 3)); // [b, kvh, group * t, total]
+        // Against the shared prefix (`[1, kvh, prefix, hd]`) by broadcasting over the rows:
+        // the same products as over a copy per row, reading one copy.
+        let (scores, prefix) = match &shared {
+            None => (own, 0),
+            Some((pk, _)) => {
+                let on_prefix = q.matmul(pk.clone().swap_dims(2, 3));
+                (Tensor::cat(vec![on_prefix, own], 3), pk.dims()[2])
+            }
+        };
+        // [b, h, t, prefix + total]; the bias comes repeated over the heads.
+        let scores = scores.reshape([b, h, t, prefix + total]) + bias.clone();
+        let weights = fused::softmax_last(scores).reshape([b, kvh, group * t, prefix + total]);
+        let attn = match shared {
+            None => weights.matmul(v),
+            Some((_, pv)) => {
+                let on_prefix = weights.clone().narrow(3, 0, prefix).matmul(pv);
+                weights.narrow(3, prefix, total).matmul(v) + on_prefix
+            }
+        }
+        .reshape([b, h, t, hd]);
         let attn = fused::swap_12(attn).reshape([b, t, h * hd]);
         let x = x + self.project(LoraTarget::O, &self.wo, attn);
         let normed = fused::rms_norm(&self.ffn_norm, x.clone());

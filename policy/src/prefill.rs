@@ -277,6 +277,18 @@ fn append_piece<B: Backend>(
     )
 }
 
+/// The cache's rows `rows` (one may repeat) in place of its own, with room for `slots` slots
+/// in all (the longest prompt and a first stretch of decoding, reserved while the batch is
+/// narrowest, so the rows are then written in place to the end). A one-row cache spread over
+/// several rows becomes their shared prefix, held once ([`KvCache::share_prefix`]).
+fn spread<B: Backend>(cache: &mut KvCache<B>, rows: &[usize], slots: usize) {
+    if rows.len() > 1 && cache.share_prefix(rows.len(), slots) {
+        return;
+    }
+    cache.reserve_slots(slots);
+    *cache = cache.select(rows);
+}
+
 /// Encodes `prompts` (none empty) into a KV cache, each shared prefix once (see the module
 /// docs), and returns the logits after each prompt's last token.
 ///
@@ -361,10 +373,7 @@ pub fn prefill_within<B: Backend>(
             }
         }
         if l > 0 {
-            // Room for the longest prompt and a first stretch of decoding, while the batch
-            // is narrowest: the rows selected below are then written in place to the end.
-            cache.reserve_slots(longest + crate::cache::ROOM);
-            cache = cache.select(&parent_rows);
+            spread(&mut cache, &parent_rows, longest + crate::cache::ROOM);
             valid = parent_rows.iter().map(|&r| valid[r].clone()).collect();
         } else {
             valid = vec![Vec::new(); level_keys.len()];
@@ -402,8 +411,7 @@ pub fn prefill_within<B: Backend>(
             .collect()
     };
     if levels > 0 {
-        cache.reserve_slots(longest + crate::cache::ROOM);
-        cache = cache.select(&parent_rows);
+        spread(&mut cache, &parent_rows, longest + crate::cache::ROOM);
         valid = parent_rows.iter().map(|&r| valid[r].clone()).collect();
     } else {
         valid = vec![Vec::new(); uniq.len()];

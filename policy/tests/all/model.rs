@@ -106,6 +106,63 @@ fn shared_prefixes_are_encoded_once_and_sample_as_if_alone() {
 }
 
 #[test]
+fn a_prefix_every_prompt_shares_is_held_once_and_attended_as_if_copied() {
+    // Every prompt starts with the same system turn and schema: the cache holds it once, and
+    // the rows attend to it by broadcasting; logits, decoding and a later continuation match
+    // each prompt alone.
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let system: Vec<u32> = (40..75).collect();
+    let with = |tail: &[u32]| -> Vec<u32> { system.iter().chain(tail).copied().collect() };
+    let prompts: Vec<Vec<u32>> = vec![
+        with(&[1, 2, 3]),
+        with(&[9]),
+        with(&[1, 2, 4, 5, 6, 7, 8, 9, 10]),
+        with(&[1, 2, 3]),
+        with(&[250, 251]),
+    ];
+    let mut prefill = sandgym_policy::prefill(&model, &prompts, &device);
+    let (k, _) = prefill
+        .cache
+        .layer(0)
+        .shared()
+        .expect("the prefix is shared");
+    assert_eq!(k.dims()[0], 1, "held once");
+    assert_eq!(k.dims()[2], system.len());
+    assert_eq!(prefill.cache.len(), prefill.valid[0].len());
+    let vocab = 300;
+    let got: Vec<f32> = prefill.logits.into_data().to_vec().unwrap();
+    for (r, p) in prompts.iter().enumerate() {
+        let ids: Vec<i64> = p.iter().map(|&t| i64::from(t)).collect();
+        let all = logits(&model, &ids);
+        let want = &all[(ids.len() - 1) * vocab..];
+        for (a, b) in got[r * vocab..(r + 1) * vocab].iter().zip(want) {
+            assert!((a - b).abs() < 1e-4, "row {r}: shared {a} vs alone {b}");
+        }
+        assert_eq!(
+            prefill.valid[r].iter().filter(|&&v| v).count(),
+            p.len(),
+            "row {r}"
+        );
+    }
+    let mut constraints: Vec<_> = prompts.iter().map(|_| None).collect();
+    let sample = SampleConfig {
+        temperature: 0.9,
+        top_p: 1.0,
+        max_new_tokens: 9,
+        seed: 5,
+    };
+    let out = generate(&model, &prompts, &mut constraints, 10_000, &sample, &device).unwrap();
+    for (prompt, s) in prompts.iter().zip(&out) {
+        let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
+        assert_eq!(s.logprobs.len(), full.len());
+        for (a, b) in s.logprobs.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
+        }
+    }
+}
+
+#[test]
 fn a_prefill_in_windows_gives_the_cache_and_logits_of_one_pass() {
     // Long multi-turn histories: a shared system turn, then tails of different lengths
     // (padding before the shorter ones), encoded 16 columns at a time.
