@@ -420,6 +420,63 @@ fn every_gold_query_fits_its_episodes_narrowed_shape() {
 }
 
 #[test]
+fn a_query_shape_shared_by_run_sql_and_the_response_is_compiled_once_and_binds_both() {
+    // On a real-size database an episode's narrowed query shape is a ~375k-character pattern
+    // that both run_sql's query and the final response take: the grammar holds it once, and
+    // both still accept exactly the shape.
+    let tok = tokenizer();
+    let template = Template::new(tok);
+    let config = serde_json::json!({
+        "databases": {"music": include_str!("../../../envs/sql-agent/tests/data/music.sql")},
+        "tasks_jsonl": include_str!("../../../envs/sql-agent/tests/data/music_questions.jsonl"),
+    });
+    let mut env = SqlAgentEnv::from_config(config.as_object().unwrap()).unwrap();
+    let limits = ActionLimits {
+        thought_chars: 0,
+        response_chars: 240,
+    };
+    let tasks: Vec<_> = env.tasks().tasks.iter().take(2).cloned().collect();
+    for task in tasks {
+        let obs = env
+            .reset(0, &ResetOptions::split(task.split).with_task(&task.id))
+            .unwrap();
+        let narrowing = sandgym_env_api::Narrowing::from_info(&obs.info)
+            .unwrap()
+            .expect("a narrowed episode");
+        let spec = narrowing.apply(env.spec()).unwrap();
+        let pattern = spec.response.as_ref().unwrap().to_value()["pattern"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(pattern.len() > 100_000, "{}", pattern.len());
+        let text = sandgym_policy::lark_grammar_for(&spec, limits);
+        let escaped = serde_json::to_string(&pattern[..200]).unwrap();
+        assert_eq!(
+            text.matches(&escaped[1..escaped.len() - 1]).count(),
+            1,
+            "{}",
+            task.id
+        );
+        let grammar = ToolCallGrammar::for_spec(tok, &spec, limits).unwrap();
+        let fits = |action: &Action| fits(&grammar, &template, action);
+        let run = |q: &str| Action::tool("run_sql", serde_json::json!({"query": q}));
+        assert!(fits(&Action::respond(&task.gold_sql)), "{}", task.gold_sql);
+        assert!(fits(&run(&task.gold_sql)), "{}", task.gold_sql);
+        for wrong in ["SELECT name FROM nowhere", "I think it is 42"] {
+            assert!(
+                !fits(&Action::respond(wrong)) && !fits(&run(wrong)),
+                "{wrong}"
+            );
+        }
+        let extra = Action::tool(
+            "run_sql",
+            serde_json::json!({"query": task.gold_sql, "limit": 1}),
+        );
+        assert!(!fits(&extra));
+    }
+}
+
+#[test]
 fn an_env_that_takes_no_response_gets_tool_calls_only() {
     // An OpenEnv env of MCP tools ends its episodes itself: its grammar has no final response.
     let tok = tokenizer();
