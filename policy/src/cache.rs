@@ -24,9 +24,9 @@ pub(crate) const ROOM: usize = 64;
 ///
 /// A prefix every row shares (the system turn and a database schema before each question)
 /// may be held once, `[1, kv_heads, prefix, head_dim]`, before the rows' own slots
-/// ([`KvCache::share_prefix`]): the rows attend to it through one product per key/value head
-/// over all their queries instead of each holding a copy. A 63-row batch over a nine-table
-/// database's 221-token prefix held 0.7 GB of copies, and on this kind of virtual machine
+/// ([`KvCache::share_prefix`]): the rows attend to it by broadcasting, each reading the one
+/// copy, instead of each holding its own. A 63-row batch over a nine-table database's
+/// 221-token prefix held 0.7 GB of copies, and on the 2-core machine it was measured on,
 /// first writing that much fresh memory took 4-5 s.
 #[derive(Clone, Debug, Default)]
 pub struct LayerCache<B: Backend> {

@@ -4,8 +4,9 @@
 //! prompts of one env share its system turn and, often, a long part of the instruction (a
 //! database schema before the question). [`prefill`] arranges the distinct prompts in a
 //! radix tree and encodes it level by level: each tree edge runs through the model once, its
-//! keys and values are copied to the rows below it, and only what differs is encoded per
-//! prompt. The result is the cache a plain left-padded prefill would give (the same keys and
+//! keys and values are copied to the rows below it (an edge every prompt shares is not
+//! copied: the rows share it in the cache, [`KvCache::share_prefix`]), and only what differs
+//! is encoded per prompt. The result is the cache a plain left-padded prefill would give (the same keys and
 //! values at the same positions, padding slots masked out), at a fraction of the work.
 
 use burn::tensor::backend::Backend;
