@@ -105,12 +105,12 @@ fn compare_then_serve_the_policy_behind_the_proxy() {
     // (the server's prompt limit: twice the SQL preset's `rollout.max_context` of 400), unless
     // one segment alone is; the model's context (4,096 for the tiny model) would let a run's
     // segments join past it.
+    // (That segments were joined at all is `moved_turns` above: the turns of every segment
+    // joined behind another. The two runs sample rollouts of their own, so the stitched run's
+    // longest sample need not outgrow the segments run's longest: a segment near the limit
+    // joins nothing.)
     let longest = |side: &serde_json::Value| side["longest_sample"].as_u64().unwrap();
     assert!(longest(stitched) <= longest(proxy).max(800), "{report}");
-    assert!(
-        longest(stitched) > longest(proxy),
-        "nothing joined: {report}"
-    );
     assert!(env["longest_sample"].is_null(), "{report}");
     assert!(out.join("proxy-stitched/traces.db").exists());
     // Each warm start is kept beside its run, as `train` keeps its own.
