@@ -43,6 +43,12 @@ struct Servers {
 fn servers() -> &'static Servers {
     static SERVERS: OnceLock<Servers> = OnceLock::new();
     SERVERS.get_or_init(|| {
+        // libFuzzer's own `main` runs this target, not Rust's, which ignores SIGPIPE: a
+        // server's vectored write (`writev`, which takes no MSG_NOSIGNAL) to a connection this
+        // client already dropped would kill the process instead of failing with EPIPE, as it
+        // does under `sandgym serve-policy` and `sandgym proxy`.
+        // SAFETY: sets one signal's disposition to "ignore" before any server thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         let _ = std::panic::take_hook();
         let root = std::env::temp_dir().join(format!("sandgym-fuzz-http-{}", std::process::id()));
         let hf = root.join("hf");
