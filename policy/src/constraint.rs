@@ -192,7 +192,12 @@ fn grammar(
         bodies.push(format!("{} response", lit("\"response\":")));
         g.push_str(&format!("response: {}\n", json_rule(&response)));
     }
-    let shared = (respond || tools.is_empty()).then_some(&response);
+    // The response's schema as its rule holds it, for a tool taking it as its one parameter.
+    let shared = (respond || tools.is_empty()).then(|| {
+        let mut unbound = response.clone();
+        unbound_patterns(&mut unbound);
+        unbound
+    });
     for (i, tool) in tools.iter().enumerate() {
         let head = format!(
             "\"action\":{{\"tool_name\":{},\"parameters\":",
@@ -200,7 +205,10 @@ fn grammar(
         );
         bodies.push(format!("{} params{i} \"}}\"", lit(&head)));
         let params = tool.parameters.to_value();
-        let rule = match shared.and_then(|r| response_as_sole_parameter(&params, r)) {
+        let rule = match shared
+            .as_ref()
+            .and_then(|r| response_as_sole_parameter(&params, r))
+        {
             Some(name) => format!("{} response \"}}\"", lit(&format!("{{{}:", lit(&name)))),
             None => json_rule(&params),
         };
@@ -211,8 +219,8 @@ fn grammar(
 }
 
 /// The name of `params`' one property when they are an object of that property alone
-/// (required, nothing else allowed) whose schema is `response`'s as the decoder's grammar
-/// holds it ([`unbound_patterns`]): a tool that runs what the final response gives (the SQL
+/// (required, nothing else allowed) whose schema is `response` (the response's schema as the
+/// decoder's grammar holds it, [`unbound_patterns`] applied): a tool that runs what the final response gives (the SQL
 /// env's `run_sql(query)` and its answer, one ~375k-character query shape on a nine-table
 /// database). Its rule is then `{"name":` followed by the response's own rule, so the
 /// pattern is compiled once instead of twice (each compile ~0.2 s); the language is the same,
@@ -230,10 +238,9 @@ fn response_as_sole_parameter(params: &Value, response: &Value) -> Option<String
     if params.get("type") != Some(&json!("object")) || !closed || !sole {
         return None;
     }
-    let (mut schema, mut response) = (schema.clone(), response.clone());
+    let mut schema = schema.clone();
     unbound_patterns(&mut schema);
-    unbound_patterns(&mut response);
-    (schema == response).then(|| name.clone())
+    (schema == *response).then(|| name.clone())
 }
 
 impl ToolCallGrammar {

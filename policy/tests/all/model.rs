@@ -2,8 +2,8 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use sandgym_policy::{
-    ActionLimits, PolicyConfig, RowControl, SampleConfig, ToolCallGrammar, checkpoint, generate,
-    generate_with, load, sequence_logprobs,
+    ActionLimits, PolicyConfig, PolicyModel, Prefill, RowControl, SampleConfig, ToolCallGrammar,
+    checkpoint, generate, generate_with, load, sequence_logprobs,
 };
 
 // The same tests run on the GPU when built with `--features cuda` (see scripts/gpu-check.sh).
@@ -72,33 +72,57 @@ fn shared_prefixes_are_encoded_once_and_sample_as_if_alone() {
         with(&[1, 2, 3]),
     ];
     let prefill = sandgym_policy::prefill(&model, &prompts, &device);
-    let vocab = 300;
+    for (r, p) in prompts.iter().enumerate() {
+        assert_eq!(prefill.next_pos[r], p.len() as i64);
+    }
+    prefilled_as_alone(&model, &prompts, prefill);
+    // Decoding continues from that cache exactly as from the prompt alone.
+    sampled_as_full(&model, &prompts, 6, 11, false);
+}
+
+/// `prefill`'s logits after each of `prompts` are those of the prompt's own forward pass, and
+/// its valid slots as many as the prompt's tokens.
+fn prefilled_as_alone(model: &PolicyModel<Infer>, prompts: &[Vec<u32>], prefill: Prefill<Infer>) {
+    let vocab = model.vocab_size();
     let got: Vec<f32> = prefill.logits.into_data().to_vec().unwrap();
     for (r, p) in prompts.iter().enumerate() {
         let ids: Vec<i64> = p.iter().map(|&t| i64::from(t)).collect();
-        let all = logits(&model, &ids);
+        let all = logits(model, &ids);
         let want = &all[(ids.len() - 1) * vocab..];
         for (a, b) in got[r * vocab..(r + 1) * vocab].iter().zip(want) {
             assert!((a - b).abs() < 1e-4, "row {r}: shared {a} vs alone {b}");
         }
-        assert_eq!(prefill.next_pos[r], p.len() as i64);
         assert_eq!(
             prefill.valid[r].iter().filter(|&&v| v).count(),
             p.len(),
             "row {r}"
         );
     }
-    // Decoding continues from that cache exactly as from the prompt alone.
+}
+
+/// Sampling `max_new_tokens` from `prompts` in one batch gives, token by token, the
+/// log-probs of a full pass over each prompt and its sample (`whole`: every one of them).
+fn sampled_as_full(
+    model: &PolicyModel<Infer>,
+    prompts: &[Vec<u32>],
+    max_new_tokens: usize,
+    seed: u64,
+    whole: bool,
+) {
+    let device = select_device();
     let mut constraints: Vec<_> = prompts.iter().map(|_| None).collect();
     let sample = SampleConfig {
         temperature: 0.9,
         top_p: 1.0,
-        max_new_tokens: 6,
-        seed: 11,
+        max_new_tokens,
+        seed,
     };
-    let out = generate(&model, &prompts, &mut constraints, 10_000, &sample, &device).unwrap();
+    let out = generate(model, prompts, &mut constraints, 10_000, &sample, &device).unwrap();
     for (prompt, s) in prompts.iter().zip(&out) {
-        let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
+        let full = sequence_logprobs(model, prompt, &s.tokens, &[], 0.9, &device);
+        if whole {
+            assert_eq!(s.logprobs.len(), full.len());
+        }
         for (a, b) in s.logprobs.iter().zip(&full) {
             assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
         }
@@ -130,36 +154,8 @@ fn a_prefix_every_prompt_shares_is_held_once_and_attended_as_if_copied() {
     assert_eq!(k.dims()[0], 1, "held once");
     assert_eq!(k.dims()[2], system.len());
     assert_eq!(prefill.cache.len(), prefill.valid[0].len());
-    let vocab = 300;
-    let got: Vec<f32> = prefill.logits.into_data().to_vec().unwrap();
-    for (r, p) in prompts.iter().enumerate() {
-        let ids: Vec<i64> = p.iter().map(|&t| i64::from(t)).collect();
-        let all = logits(&model, &ids);
-        let want = &all[(ids.len() - 1) * vocab..];
-        for (a, b) in got[r * vocab..(r + 1) * vocab].iter().zip(want) {
-            assert!((a - b).abs() < 1e-4, "row {r}: shared {a} vs alone {b}");
-        }
-        assert_eq!(
-            prefill.valid[r].iter().filter(|&&v| v).count(),
-            p.len(),
-            "row {r}"
-        );
-    }
-    let mut constraints: Vec<_> = prompts.iter().map(|_| None).collect();
-    let sample = SampleConfig {
-        temperature: 0.9,
-        top_p: 1.0,
-        max_new_tokens: 9,
-        seed: 5,
-    };
-    let out = generate(&model, &prompts, &mut constraints, 10_000, &sample, &device).unwrap();
-    for (prompt, s) in prompts.iter().zip(&out) {
-        let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
-        assert_eq!(s.logprobs.len(), full.len());
-        for (a, b) in s.logprobs.iter().zip(&full) {
-            assert!((a - b).abs() < 1e-4, "cached {a} vs full {b}");
-        }
-    }
+    prefilled_as_alone(&model, &prompts, prefill);
+    sampled_as_full(&model, &prompts, 9, 5, true);
 }
 
 #[test]
