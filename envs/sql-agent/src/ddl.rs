@@ -51,13 +51,29 @@ pub fn statements(sql: &str) -> Result<Vec<Statement>, String> {
 /// [`statements`], handing each statement to `f` as soon as it is parsed: a script of
 /// hundreds of thousands of rows is never held as tokens or syntax trees all at once (inside
 /// the sandbox that peak once passed the guest's 256 MiB for three 100,000-row tables). An
-/// error from `f` stops the walk and is returned.
+/// error from `f` stops the walk and is returned. An `INSERT … VALUES` of plain literals is
+/// read without tokenizing it (its head parsed once per table and column list, see
+/// `literal_inserts`), into the statement the parser would give.
 pub fn for_each(
     sql: &str,
     mut f: impl FnMut(Statement) -> Result<(), String>,
 ) -> Result<(), String> {
     let mut tables = Tables::new();
+    let mut heads = crate::literal_inserts::Heads::default();
+    let parse_one = |text: &str| {
+        let mut parsed = Parser::new(&SQLiteDialect {})
+            .try_with_sql(text)
+            .and_then(|mut p| p.parse_statements())
+            .ok()?;
+        (parsed.len() == 1).then(|| parsed.remove(0))
+    };
     for (i, text) in split(sql).enumerate() {
+        if let Some(statement) = heads.read(text, parse_one) {
+            if let Some(statement) = normalise(statement, &mut tables) {
+                f(statement)?;
+            }
+            continue;
+        }
         let tokens = Tokenizer::new(&SQLiteDialect {}, text)
             .tokenize()
             .map_err(|e| format!("statement {} does not parse: {e}", i + 1))?;

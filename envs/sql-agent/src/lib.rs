@@ -37,6 +37,7 @@ mod gold;
 mod inserts;
 mod join_sets;
 mod links;
+mod literal_inserts;
 mod metered;
 mod named_columns;
 mod package;
