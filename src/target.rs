@@ -183,8 +183,33 @@ impl EnvTarget {
     /// `n` fresh envs, made on as many threads as there are cores: each one is configured
     /// on its own (a guest instance loads its database into its own memory), and on a
     /// real-size database that is a few tenths of a second per env — 20 s for an evaluation's
-    /// 63 sandboxed envs one after another. The first failure is returned.
+    /// 63 sandboxed envs one after another. A registered env that rewrites its configuration
+    /// for replicas ([`env_api::Registration::replica_config`]) has its first env made
+    /// alone with the configuration as given (which checks it) and the others with the
+    /// rewrite. The first failure is returned.
     pub fn batch(&self, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
+        let replica = match (&self.env, self.hosts.is_empty()) {
+            (EnvSource::Registered(id), true) if n > 1 => {
+                crate::register_builtin_envs();
+                Some(env_api::lookup(id)?.replica_config(&self.config))
+                    .filter(|replica| *replica != self.config)
+            }
+            _ => None,
+        };
+        let Some(config) = replica else {
+            return self.made_in_parallel(backend, n);
+        };
+        let mut envs = vec![self.make(backend)?];
+        let replicas = Self {
+            config,
+            ..self.clone()
+        };
+        envs.extend(replicas.made_in_parallel(backend, n - 1)?);
+        Ok(envs)
+    }
+
+    /// `n` envs made on as many threads as there are cores.
+    fn made_in_parallel(&self, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, n.max(1));
@@ -359,5 +384,60 @@ mod tests {
             Ok(_) => panic!("a bad configuration made envs"),
         };
         assert!(err.contains("task file line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_batch_makes_its_first_env_as_configured_and_the_rest_as_replicas() {
+        use std::sync::Mutex;
+        static MADE: Mutex<Vec<Map<String, Value>>> = Mutex::new(Vec::new());
+        let id = "replica-probe-v0";
+        env_api::register(
+            id,
+            "Records the configurations it is made with.",
+            |config| {
+                MADE.lock().unwrap().push(config.clone());
+                Ok(Box::new(env_api::toy::GuessNumber::new()))
+            },
+        )
+        .unwrap();
+        env_api::set_replica_config(id, |config| {
+            let mut replica = config.clone();
+            replica.insert("replica".into(), Value::Bool(true));
+            replica
+        })
+        .unwrap();
+        let target = EnvTarget::parse(id, Some(r#"{"n": 1}"#)).unwrap();
+        let envs = target.batch(Backend::Native, 5).unwrap();
+        assert_eq!(envs.len(), 5);
+        let made = std::mem::take(&mut *MADE.lock().unwrap());
+        assert_eq!(made.len(), 5);
+        assert_eq!(
+            made[0], target.config,
+            "the first env checks the configuration"
+        );
+        for replica in &made[1..] {
+            assert_eq!(replica["replica"], true);
+            assert_eq!(replica["n"], 1);
+        }
+        // One env is the configuration itself.
+        target.batch(Backend::Native, 1).unwrap();
+        assert_eq!(*MADE.lock().unwrap(), vec![target.config.clone()]);
+        // Setting a rewrite for an id nobody registered is an error naming it.
+        let err = env_api::set_replica_config("nobody-v0", Map::clone).unwrap_err();
+        assert!(err.to_string().contains("nobody-v0"), "{err}");
+    }
+
+    #[test]
+    fn a_sql_batch_over_a_task_file_checks_its_gold_queries_once_and_fails_on_a_bad_one() {
+        let good = r#"{"tasks_jsonl": "{\"id\": \"ok\", \"database\": \"shop\", \"question\": \"How many products?\", \"gold_sql\": \"SELECT COUNT(*) FROM products\"}"}"#;
+        let target = EnvTarget::parse("sql-agent-v0", Some(good)).unwrap();
+        assert_eq!(target.batch(Backend::Native, 3).unwrap().len(), 3);
+        let bad = good.replace("COUNT(*) FROM products", "nope FROM products");
+        let target = EnvTarget::parse("sql-agent-v0", Some(&bad)).unwrap();
+        let err = match target.batch(Backend::Native, 3) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a failing gold query made a batch"),
+        };
+        assert!(err.contains("task `ok`: the gold query fails"), "{err}");
     }
 }

@@ -123,7 +123,8 @@ pub use play::{DEFAULT_MAX_STEPS, PlayedEpisode, play};
 pub use random_agent::RandomAgent;
 pub use record::StepRecord;
 pub use registry::{
-    BoxEnv, EnvFactory, Registration, Registry, lookup, make, make_with, register, registered,
+    BoxEnv, EnvFactory, Registration, Registry, ReplicaConfig, lookup, make, make_with, register,
+    registered, set_replica_config,
 };
 pub use reward::{
     NoPlugins, PluginLoader, PluginTerm, REWARD_PARTS, REWARD_TERMS, Reward, RewardFn, RewardSpec,

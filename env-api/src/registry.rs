@@ -14,6 +14,10 @@ pub type BoxEnv = Box<dyn Env + Send>;
 /// Builds an env from a configuration object (empty for the defaults).
 pub type EnvFactory = Arc<dyn Fn(&Map<String, Value>) -> Result<BoxEnv> + Send + Sync>;
 
+/// Rewrites a configuration for the second and later envs of a batch made from it (see
+/// [`Registration::replica_config`]).
+pub type ReplicaConfig = Arc<dyn Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync>;
+
 /// One registered env.
 #[derive(Clone)]
 pub struct Registration {
@@ -22,6 +26,7 @@ pub struct Registration {
     /// One line on what the env is.
     pub description: String,
     factory: EnvFactory,
+    replica: Option<ReplicaConfig>,
 }
 
 impl fmt::Debug for Registration {
@@ -37,6 +42,18 @@ impl Registration {
     /// Builds an instance.
     pub fn make(&self, config: &Map<String, Value>) -> Result<BoxEnv> {
         (self.factory)(config)
+    }
+
+    /// The configuration to make the second and later envs of a batch with, when the first
+    /// was made (and so checked) with `config`: the env's own rewrite if it registered one
+    /// ([`Registry::set_replica_config`]; e.g. the SQL env leaves its gold queries' check to
+    /// each reset), else `config` itself. The rewrite must not change what an episode is,
+    /// only what a replica need not do again.
+    pub fn replica_config(&self, config: &Map<String, Value>) -> Map<String, Value> {
+        match &self.replica {
+            Some(rewrite) => rewrite(config),
+            None => config.clone(),
+        }
     }
 }
 
@@ -77,8 +94,25 @@ impl Registry {
                 id,
                 description: description.to_owned(),
                 factory: Arc::new(factory),
+                replica: None,
             },
         );
+        Ok(())
+    }
+
+    /// Sets how `id`'s configuration is rewritten for the second and later envs of a batch
+    /// (see [`Registration::replica_config`]); `id` must be registered.
+    pub fn set_replica_config<F>(&mut self, id: &str, rewrite: F) -> Result<()>
+    where
+        F: Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync + 'static,
+    {
+        let id: EnvId = id.parse()?;
+        let available = self.entries.keys().map(ToString::to_string).collect();
+        let entry = self.entries.get_mut(&id).ok_or(EnvError::UnknownEnv {
+            id: id.to_string(),
+            available,
+        })?;
+        entry.replica = Some(Arc::new(rewrite));
         Ok(())
     }
 
@@ -119,6 +153,18 @@ where
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .register(id, description, factory)
+}
+
+/// Sets a replica configuration rewrite in the process-wide registry (see
+/// [`Registry::set_replica_config`]).
+pub fn set_replica_config<F>(id: &str, rewrite: F) -> Result<()>
+where
+    F: Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync + 'static,
+{
+    global()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_replica_config(id, rewrite)
 }
 
 /// Builds an env from the process-wide registry with its default configuration.

@@ -83,6 +83,24 @@ pub struct SqlConfig {
     /// are added to the others (train tasks, or test tasks for its last
     /// [`Curriculum::test_databases`]).
     pub curriculum: Option<Curriculum>,
+    /// Whether every task's gold query of a task file or of `databases` is run when the env
+    /// is built, so that one that fails is a configuration error naming its task (`true`
+    /// when absent). `false` runs a task's gold query when an episode of it starts instead
+    /// (the reset fails, naming the task): what the second and later envs of a batch are
+    /// made with ([`replica_config`]), the first having checked the same configuration.
+    pub check_gold: Option<bool>,
+}
+
+/// The configuration of the second and later envs of a batch made from `config`: the same,
+/// with the gold queries' check left to each episode's reset ([`SqlConfig::check_gold`]).
+/// The first env of a batch checks them all; a sandboxed replica would run every task's gold
+/// query again (a third of making a real-size database's env), and each plays only a few.
+pub fn replica_config(config: &Map<String, Value>) -> Map<String, Value> {
+    let mut replica = config.clone();
+    if !replica.contains_key("check_gold") {
+        replica.insert("check_gold".into(), Value::Bool(false));
+    }
+    replica
 }
 
 impl SqlConfig {
@@ -119,6 +137,8 @@ struct Shared {
     /// Each task's gold result on its pristine database, computed once (at validation, or at
     /// the first answer) and shared by every episode.
     gold: Vec<OnceLock<std::result::Result<Outcome, RunError>>>,
+    /// Whether a task's gold query is checked at its episode's reset (it was not at build).
+    check_at_reset: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -172,9 +192,10 @@ impl SqlAgentEnv {
     /// is validated (its gold queries must run).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
         let (tasks, images) = crate::task_source::task_set_and_images(&config)?;
-        let validate = config.tasks_jsonl.is_some() || !config.databases.is_empty();
+        let user_tasks = config.tasks_jsonl.is_some() || !config.databases.is_empty();
         let gold: Vec<OnceLock<_>> = tasks.tasks.iter().map(|_| OnceLock::new()).collect();
-        if validate {
+        let check_at_reset = user_tasks && config.check_gold == Some(false);
+        if user_tasks && !check_at_reset {
             for (task, cell) in tasks.tasks.iter().zip(&gold) {
                 let result = engine::query(
                     &images[&task.database],
@@ -223,6 +244,7 @@ impl SqlAgentEnv {
                     .collect(),
                 images,
                 gold,
+                check_at_reset,
             }),
             config,
             own: None,
@@ -249,6 +271,20 @@ impl SqlAgentEnv {
             |c| Ok(Box::new(SqlAgentEnv::from_config(c)?)),
         )
         .expect("valid id");
+        sandgym_env_api::set_replica_config("sql-agent-v0", replica_config)
+            .expect("registered above");
+    }
+
+    /// Task `task`'s gold result on its pristine database, run once per env.
+    fn gold(&self, task: usize) -> &std::result::Result<Outcome, RunError> {
+        let t = &self.shared.tasks.tasks[task];
+        self.shared.gold[task].get_or_init(|| {
+            engine::query(
+                &self.shared.images[&t.database],
+                &t.gold_sql,
+                self.config.rows_budget(),
+            )
+        })
     }
 
     /// The episode's database: its own copy once it wrote, else the shared pristine image.
@@ -312,8 +348,7 @@ impl SqlAgentEnv {
         // The gold result comes from the pristine image, so nothing the agent did can change it.
         let pristine = &self.shared.images[&task.database];
         let budget = self.config.rows_budget();
-        let gold = self.shared.gold[self.episode.task]
-            .get_or_init(|| engine::query(pristine, &task.gold_sql, budget));
+        let gold = self.gold(self.episode.task);
         let (correct, matched) = match gold {
             Err(_) => (false, 0.0),
             Ok(gold) if engine::looks_like_sql(answer) => {
@@ -738,6 +773,13 @@ impl Env for SqlAgentEnv {
             shared.tasks.tasks.iter().map(|t| (t.id.as_str(), t.split)),
         )?;
         let t = &shared.tasks.tasks[task];
+        if shared.check_at_reset
+            && let Err(e) = self.gold(task)
+        {
+            return Err(EnvError::InvalidConfig {
+                reason: format!("task `{}`: the gold query fails: {e}", t.id),
+            });
+        }
         self.own = None;
         // The query a multi-turn agent runs and the one it answers with take the same shape:
         // this database's identifiers and the question's literals.

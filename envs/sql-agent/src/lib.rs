@@ -52,7 +52,7 @@ mod tasks;
 pub use baseline::SqlBaseline;
 pub use curriculum::{Curriculum, CurriculumDb, MAX_CURRICULUM_DATABASES, curriculum_db};
 pub use engine::DEFAULT_MAX_ROWS_READ;
-pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig};
+pub use env::{MAX_QUERY_CHARS, RewardConfig, SqlAgentEnv, SqlConfig, replica_config};
 pub use gold::{SqlGold, without_joins};
 pub use links::{Fit, JoinOn, join_links, join_links_fitting, numbered_rows};
 pub use named_columns::{MAX_NAMED_COLUMNS, named_columns};

@@ -234,6 +234,38 @@ fn user_task_files_load_and_are_validated() {
         .unwrap_err();
         assert!(err.to_string().contains(needle), "{bad}: {err}");
     }
+    // A replica's configuration leaves the check to the reset of the task's episode, which
+    // fails naming it; the other tasks play.
+    let mixed = r#"{"id": "ok", "database": "shop", "question": "How many products?", "gold_sql": "SELECT COUNT(*) FROM products"}
+{"id": "broken", "database": "shop", "question": "q", "gold_sql": "SELECT nope FROM products"}"#;
+    let config = serde_json::json!({"tasks_jsonl": mixed});
+    let config = config.as_object().unwrap();
+    assert!(SqlAgentEnv::from_config(config).is_err());
+    let replica = sandgym_env_sql::replica_config(config);
+    assert_eq!(replica["check_gold"], json!(false));
+    let mut env = SqlAgentEnv::from_config(&replica).unwrap();
+    let err = env
+        .reset(0, &ResetOptions::default().with_task("broken"))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("task `broken`: the gold query fails"),
+        "{err}"
+    );
+    env.reset(0, &ResetOptions::default().with_task("ok"))
+        .unwrap();
+    env.step(&Action::respond("SELECT COUNT(*) FROM products"))
+        .unwrap();
+    assert_eq!(env.observe().info["success"], json!(true));
+    // An explicit choice is kept.
+    let mut checked = config.clone();
+    checked.insert("check_gold".into(), json!(true));
+    assert_eq!(
+        sandgym_env_sql::replica_config(&checked)["check_gold"],
+        json!(true)
+    );
+    assert!(SqlAgentEnv::from_config(&sandgym_env_sql::replica_config(&checked)).is_err());
+
     let round =
         TaskSet::from_jsonl(sandgym_env_sql::bundled_tasks().to_jsonl().as_bytes()).unwrap();
     assert_eq!(round.tasks, sandgym_env_sql::bundled_tasks().tasks);
