@@ -184,41 +184,38 @@ impl EnvTarget {
     /// on its own (a guest instance loads its database into its own memory), and on a
     /// real-size database that is a few tenths of a second per env — 20 s for an evaluation's
     /// 63 sandboxed envs one after another. A registered env that rewrites its configuration
-    /// for replicas ([`env_api::Registration::replica_config`]) has its first env made
-    /// alone with the configuration as given (which checks it) and the others with the
-    /// rewrite. The first failure is returned.
+    /// for replicas ([`env_api::Registration::replica_config`]) has its first env made with
+    /// the configuration as given (which checks it) and the others, at the same time, with
+    /// the rewrite. The first failure is returned (the first env's before any replica's).
     pub fn batch(&self, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
-        let replica = match (&self.env, self.hosts.is_empty()) {
+        let replicas = match (&self.env, self.hosts.is_empty()) {
             (EnvSource::Registered(id), true) if n > 1 => {
                 crate::register_builtin_envs();
-                Some(env_api::lookup(id)?.replica_config(&self.config))
-                    .filter(|replica| *replica != self.config)
+                let config = env_api::lookup(id)?.replica_config(&self.config);
+                Self {
+                    config,
+                    ..self.clone()
+                }
             }
-            _ => None,
+            _ => self.clone(),
         };
-        let Some(config) = replica else {
-            return self.made_in_parallel(backend, n);
-        };
-        let mut envs = vec![self.make(backend)?];
-        let replicas = Self {
-            config,
-            ..self.clone()
-        };
-        envs.extend(replicas.made_in_parallel(backend, n - 1)?);
-        Ok(envs)
-    }
-
-    /// `n` envs made on as many threads as there are cores.
-    fn made_in_parallel(&self, backend: Backend, n: usize) -> env_api::Result<Vec<BoxEnv>> {
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, n.max(1));
         let per = n.div_ceil(workers);
+        let replicas = &replicas;
         let made: Vec<env_api::Result<Vec<BoxEnv>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
                 .map(|w| {
                     let count = per.min(n.saturating_sub(w * per));
-                    scope.spawn(move || (0..count).map(|_| self.make(backend)).collect())
+                    scope.spawn(move || {
+                        (0..count)
+                            .map(|i| {
+                                let target = if w == 0 && i == 0 { self } else { replicas };
+                                target.make(backend)
+                            })
+                            .collect()
+                    })
                 })
                 .collect();
             handles
@@ -409,13 +406,13 @@ mod tests {
         let target = EnvTarget::parse(id, Some(r#"{"n": 1}"#)).unwrap();
         let envs = target.batch(Backend::Native, 5).unwrap();
         assert_eq!(envs.len(), 5);
+        // The envs are made on several threads at once, so in no set order.
         let made = std::mem::take(&mut *MADE.lock().unwrap());
         assert_eq!(made.len(), 5);
-        assert_eq!(
-            made[0], target.config,
-            "the first env checks the configuration"
-        );
-        for replica in &made[1..] {
+        let (first, replicas): (Vec<_>, Vec<_>) =
+            made.into_iter().partition(|c| *c == target.config);
+        assert_eq!(first.len(), 1, "one env checks the configuration");
+        for replica in &replicas {
             assert_eq!(replica["replica"], true);
             assert_eq!(replica["n"], 1);
         }
