@@ -134,8 +134,9 @@ struct Shared {
     about: BTreeMap<String, &'static str>,
     images: BTreeMap<String, Image>,
     catalogs: BTreeMap<String, Catalog>,
-    /// Each task's gold result on its pristine database, computed once (at validation, or at
-    /// the first answer) and shared by every episode.
+    /// Each task's gold result on its pristine database, computed once (at validation, at the
+    /// reset of its first episode when that checks it, or at the first answer) and shared by
+    /// every episode.
     gold: Vec<OnceLock<std::result::Result<Outcome, RunError>>>,
     /// Whether a task's gold query is checked at its episode's reset (it was not at build).
     check_at_reset: bool,
@@ -189,7 +190,8 @@ impl SqlAgentEnv {
     }
 
     /// Builds with a typed configuration. Every database is built once here; a user task file
-    /// is validated (its gold queries must run).
+    /// is validated (its gold queries must run: here, or each at its episode's reset with
+    /// [`SqlConfig::check_gold`] `false`).
     pub fn with_config(config: SqlConfig) -> Result<Self> {
         let (tasks, images) = crate::task_source::task_set_and_images(&config)?;
         let user_tasks = config.tasks_jsonl.is_some() || !config.databases.is_empty();
