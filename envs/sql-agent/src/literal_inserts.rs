@@ -6,11 +6,11 @@
 //! itself): the parser tries a typed literal (`DATE '…'`) before every value and formats the
 //! error of the failed try. Here a statement's head (`INSERT INTO "albums" VALUES`) is parsed
 //! once by sqlparser and remembered; its rows are read by a scanner that knows only unsigned
-//! or negated decimal numbers (with an exponent or not), `'…'` strings (`''` for a quote), `NULL`, `TRUE` and `FALSE`,
-//! and builds the same syntax tree the parser would. Anything else (an expression, a
-//! comment, a blob, a backslash in a string, text after the last row) makes the
-//! scanner give up, and the statement goes through the parser as before, which also gives
-//! every error its message.
+//! or negated decimal numbers (with an exponent or not), `'…'` strings (`''` for a quote),
+//! `NULL`, `TRUE` and `FALSE`, separated by spaces, tabs and line breaks, and builds the same
+//! syntax tree the parser would. Anything else (an expression, a comment, a blob, a backslash
+//! in a string, text after the last row) makes the scanner give up, and the statement goes
+//! through the parser as before, which also gives every error its message.
 //!
 //! Hand-written because sqlparser has no entry point for a list of literals alone; the
 //! equality with the parser's own tree is tested on whole dumps and on generated rows.
@@ -114,11 +114,17 @@ fn values_keyword_end(text: &str) -> Option<usize> {
             }
             b',' if in_columns => i += 1,
             b'.' => i += 1,
-            b if b.is_ascii_whitespace() => i += 1,
+            b if space(b) => i += 1,
             _ => return None,
         }
     }
     None
+}
+
+/// The whitespace the scanner reads between tokens (a form feed or any other is left to the
+/// parser).
+fn space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 /// `(lit, …), (lit, …)` and nothing else but whitespace, as the parser's rows.
@@ -159,7 +165,7 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     fn skip_space(&mut self) {
-        while self.bytes.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+        while self.bytes.get(self.at).is_some_and(|&b| space(b)) {
             self.at += 1;
         }
     }
@@ -354,6 +360,7 @@ mod tests {
             "INSERT INTO t SELECT 1",
             "INSERT INTO t VALUES (- 1)",
             "INSERT INTO t VALUES (NULLS)",
+            "INSERT INTO t VALUES (1,\x0c2)",
             "INSERT INTO t VALUES (abs(1))",
             "INSERT INTO t VALUES (DATE '2020-01-01')",
             "INSERT INTO t VALUES ((1))",
