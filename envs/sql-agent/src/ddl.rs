@@ -60,15 +60,8 @@ pub fn for_each(
 ) -> Result<(), String> {
     let mut tables = Tables::new();
     let mut heads = crate::literal_inserts::Heads::default();
-    let parse_one = |text: &str| {
-        let mut parsed = Parser::new(&SQLiteDialect {})
-            .try_with_sql(text)
-            .and_then(|mut p| p.parse_statements())
-            .ok()?;
-        (parsed.len() == 1).then(|| parsed.remove(0))
-    };
     for (i, text) in split(sql).enumerate() {
-        if let Some(statement) = heads.read(text, parse_one) {
+        if let Some(statement) = heads.read(text) {
             if let Some(statement) = normalise(statement, &mut tables) {
                 f(statement)?;
             }

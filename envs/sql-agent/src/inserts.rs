@@ -66,6 +66,16 @@ impl Merged {
     }
 }
 
+/// Whether `query` is a bare `VALUES (…), …` list: no `WITH`, `ORDER BY`, `LIMIT`, `OFFSET`
+/// or `VALUES ROW(…)`.
+pub(crate) fn bare_values(query: &Query) -> bool {
+    query.with.is_none()
+        && query.order_by.is_none()
+        && query.limit.is_none()
+        && query.offset.is_none()
+        && matches!(&*query.body, SetExpr::Values(v) if !v.explicit_row)
+}
+
 /// A plain `INSERT INTO t [(columns)] VALUES …` split into the statement without its source,
 /// its query without rows, and its rows; any other statement back as it is.
 #[allow(clippy::type_complexity)]
@@ -80,13 +90,7 @@ fn mergeable(
         && insert.on.is_none()
         && insert.returning.is_none()
         && !insert.replace_into
-        && insert.source.as_ref().is_some_and(|q| {
-            q.with.is_none()
-                && q.order_by.is_none()
-                && q.limit.is_none()
-                && q.offset.is_none()
-                && matches!(&*q.body, SetExpr::Values(v) if !v.explicit_row)
-        });
+        && insert.source.as_deref().is_some_and(bare_values);
     if !plain {
         return Err(Box::new(Statement::Insert(insert)));
     }

@@ -18,6 +18,8 @@
 use std::collections::HashMap;
 
 use gluesql::core::sqlparser::ast::{Expr, SetExpr, Statement, UnaryOperator, Value};
+use gluesql::core::sqlparser::dialect::SQLiteDialect;
+use gluesql::core::sqlparser::parser::Parser;
 
 /// Distinct heads remembered before the cache is emptied (a dump has one per table and
 /// column list; the bound only keeps a hostile script from growing it without end).
@@ -31,13 +33,8 @@ pub(crate) struct Heads {
 
 impl Heads {
     /// `text` as the parser would read it, when it is an `INSERT … VALUES` of literal rows;
-    /// `None` for anything the scanner does not know (the caller then parses it). `parse`
-    /// is the caller's parser, used for a head not seen before.
-    pub(crate) fn read(
-        &mut self,
-        text: &str,
-        parse: impl FnOnce(&str) -> Option<Statement>,
-    ) -> Option<Statement> {
+    /// `None` for anything the scanner does not know (the caller then parses it).
+    pub(crate) fn read(&mut self, text: &str) -> Option<Statement> {
         let trimmed = text.trim_start();
         if !trimmed
             .get(..6)
@@ -49,7 +46,7 @@ impl Heads {
         let (head, rest) = trimmed.split_at(head_end);
         let rows = literal_rows(rest)?;
         if !self.parsed.contains_key(head) {
-            let mut template = parse(&format!("{head} (NULL)"))?;
+            let mut template = parse_single(&format!("{head} (NULL)"))?;
             single_null_row(&mut template)?;
             if self.parsed.len() >= MAX_HEADS {
                 self.parsed.clear();
@@ -67,19 +64,24 @@ fn single_null_row(statement: &mut Statement) -> Option<&mut Vec<Vec<Expr>>> {
     let Statement::Insert(insert) = statement else {
         return None;
     };
-    let query = insert.source.as_mut()?;
-    if query.with.is_some()
-        || query.order_by.is_some()
-        || query.limit.is_some()
-        || query.offset.is_some()
-    {
-        return None;
-    }
+    let query = insert
+        .source
+        .as_deref_mut()
+        .filter(|q| crate::inserts::bare_values(q))?;
     let SetExpr::Values(values) = query.body.as_mut() else {
         return None;
     };
     let one_null = matches!(values.rows.as_slice(), [row] if matches!(row.as_slice(), [Expr::Value(Value::Null)]));
-    (!values.explicit_row && one_null).then_some(&mut values.rows)
+    one_null.then_some(&mut values.rows)
+}
+
+/// `text` parsed with SQLite's dialect, when it is exactly one statement.
+pub(crate) fn parse_single(text: &str) -> Option<Statement> {
+    let mut parsed = Parser::new(&SQLiteDialect {})
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_statements())
+        .ok()?;
+    (parsed.len() == 1).then(|| parsed.remove(0))
 }
 
 /// Where the `VALUES` keyword of a head `INSERT [OR …] INTO name [(columns)] VALUES` ends:
@@ -293,17 +295,9 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gluesql::core::sqlparser::dialect::SQLiteDialect;
-    use gluesql::core::sqlparser::parser::Parser;
     use proptest::prelude::*;
 
-    fn parsed(text: &str) -> Option<Statement> {
-        let mut all = Parser::new(&SQLiteDialect {})
-            .try_with_sql(text)
-            .and_then(|mut p| p.parse_statements())
-            .ok()?;
-        (all.len() == 1).then(|| all.remove(0))
-    }
+    use super::parse_single as parsed;
 
     /// Every statement of `script` the scanner reads equals the parser's; returns how many
     /// it read.
@@ -311,7 +305,7 @@ mod tests {
         let mut heads = Heads::default();
         let mut read = 0;
         for text in crate::ddl::split(script) {
-            if let Some(fast) = heads.read(text, parsed) {
+            if let Some(fast) = heads.read(text) {
                 let slow = parsed(text).expect("what the scanner reads parses");
                 assert_eq!(fast, slow, "{text}");
                 read += 1;
@@ -369,14 +363,14 @@ mod tests {
             "INSERT INTO t (a, 'b') VALUES (1, 2)",
             "UPDATE t SET a = 1",
         ] {
-            assert_eq!(heads.read(text, parsed), None, "{text}");
+            assert_eq!(heads.read(text), None, "{text}");
         }
     }
 
     #[test]
     fn a_head_that_does_not_parse_reads_nothing() {
         let mut heads = Heads::default();
-        assert_eq!(heads.read("INSERT INTO VALUES (1)", parsed), None);
+        assert_eq!(heads.read("INSERT INTO VALUES (1)"), None);
         assert!(heads.parsed.is_empty());
     }
 
@@ -404,7 +398,7 @@ mod tests {
             let columns = columns.map(|c| format!(" (\"{}\")", c.join("\", \""))).unwrap_or_default();
             let text = format!("{space}INSERT INTO \"t\"{columns} VALUES{space}{}{space}", rows.join(&format!("{space},")));
             let mut heads = Heads::default();
-            let fast = heads.read(&text, parsed);
+            let fast = heads.read(&text);
             prop_assert!(fast.is_some(), "{}", text);
             prop_assert_eq!(fast, parsed(&text), "{}", text);
         }
