@@ -214,6 +214,15 @@ pub fn sft_train<B: AutodiffBackend>(
         device.clone(),
     );
     let steps = samples.len().div_ceil(config.sft.minibatch.max(1));
+    if config.sft.prompt_runs > 1 {
+        let groups = sandgym_trainer::prompt_runs::groups(samples);
+        let kept = groups.iter().filter(|g| g.len() > 1).count();
+        let alone = groups.len() - kept;
+        eprintln!(
+            "sft: samples drawn in runs of {} sharing a prompt prefix: {kept} groups, {alone} samples on their own",
+            config.sft.prompt_runs
+        );
+    }
     let progress = Progress::new("sft", (steps * config.sft.epochs as usize) as u64);
     let means = sft::train(
         &mut learner,
@@ -522,6 +531,23 @@ mod tests {
         assert!(c.rollout.max_turns >= 3, "run, repair, answer");
         assert!(!c.sft.final_turn_only);
         assert!(c.sft.recoveries > 0 && c.sft.demonstrations > 0);
+    }
+
+    /// The SFT-in-runs settings the README measures apply to the main job's preset and change
+    /// only the order of SFT's samples.
+    #[test]
+    fn the_sft_prompt_runs_config_applies() {
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../configs/sql-agent-sft-prompt-runs.json"))
+                .unwrap();
+        let base = preset("sql-agent-v0", Algo::Grpo, true);
+        assert_eq!(base.sft.prompt_runs, 0, "the main job shuffles plainly");
+        let c = base.clone().merge_json(&file).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.sft.prompt_runs, 8);
+        let mut back = c.clone();
+        back.sft.prompt_runs = 0;
+        assert_eq!(back, base);
     }
 
     /// The RL-after-SFT settings the README measures apply to the pretrained preset: no SFT

@@ -31,6 +31,7 @@ mod norms;
 pub mod objective;
 mod paired;
 pub mod plot;
+pub mod prompt_runs;
 mod rollout;
 mod run;
 mod run_dir;

@@ -48,6 +48,12 @@ pub struct SftConfig {
     /// Keep only the recorded episodes that succeeded (rejection-sampled behaviour cloning):
     /// a scripted baseline's failures teach the policy its mistakes.
     pub successful_only: bool,
+    /// Draw each epoch's samples in runs of this many whose prompts share a long prefix
+    /// beyond the part every prompt shares (shuffled within and across runs;
+    /// [`crate::prompt_runs`]): with the prompt encoded without gradient, a pass then encodes
+    /// that prefix (a database's schema) once instead of once per sample. 0 or 1: a plain
+    /// shuffle.
+    pub prompt_runs: usize,
     /// Learn under the decoder's constraint: each action token's likelihood is normalised
     /// over the tokens the tool-call grammar allows at its place (the episode's own, when its
     /// reset info narrows the response), exactly the distribution sampling draws from. The
@@ -66,6 +72,7 @@ impl Default for SftConfig {
             lr: 2e-3,
             final_turn_only: false,
             successful_only: false,
+            prompt_runs: 0,
             constrained: true,
         }
     }
@@ -200,7 +207,8 @@ pub fn samples(
     Ok(data)
 }
 
-/// Trains `learner` on `samples` for `config.epochs` shuffled passes; calls `progress(epoch,
+/// Trains `learner` on `samples` for `config.epochs` shuffled passes (in runs of a shared
+/// prompt prefix with [`SftConfig::prompt_runs`]); calls `progress(epoch,
 /// step, loss)` after each step and returns the mean loss of each epoch.
 pub fn train<B: AutodiffBackend>(
     learner: &mut Learner<B>,
@@ -211,11 +219,13 @@ pub fn train<B: AutodiffBackend>(
 ) -> Vec<f64> {
     let mut rng = SplitMix64::new(seed);
     let mut means = Vec::new();
+    let groups = if config.prompt_runs > 1 {
+        crate::prompt_runs::groups(samples)
+    } else {
+        vec![(0..samples.len()).collect()]
+    };
     for epoch in 0..config.epochs {
-        let mut order: Vec<usize> = (0..samples.len()).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
+        let order = crate::prompt_runs::order(&groups, config.prompt_runs, &mut rng);
         let mut total = 0.0;
         let mut steps = 0;
         for (step, chunk) in order.chunks(config.minibatch.max(1)).enumerate() {
