@@ -53,7 +53,7 @@ pub struct SftConfig {
     /// [`crate::prompt_runs`]): with the prompt encoded without gradient, a pass then encodes
     /// that prefix (a database's schema) once instead of once per sample. 0 or 1: a plain
     /// shuffle. Minibatches of fewer databases may learn differently: on the SQL main job,
-    /// 8 made SFT 27% faster and scored 0.845 against the plain shuffle's 0.905 in a run of
+    /// 8 took 27% less SFT time and scored 0.845 against the plain shuffle's 0.905 in a run of
     /// each (one seed; README, "SFT: where a step goes"), so the presets leave it at 0.
     pub prompt_runs: usize,
     /// Learn under the decoder's constraint: each action token's likelihood is normalised
