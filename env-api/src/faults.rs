@@ -315,9 +315,7 @@ fn damage(kind: FaultKind, text: &str, stale: Option<&String>, rng: &mut SplitMi
         FaultKind::PartialOutput => format!("{}\nerror: stream interrupted", cut(text, 0.5)),
         FaultKind::ReorderedLines => {
             let mut lines: Vec<&str> = text.lines().collect();
-            for i in (1..lines.len()).rev() {
-                lines.swap(i, rng.below(i as u64 + 1) as usize);
-            }
+            rng.shuffle(&mut lines);
             lines.join("\n")
         }
         _ => text.to_owned(),

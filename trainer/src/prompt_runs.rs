@@ -71,29 +71,22 @@ pub fn groups(samples: &[Sample]) -> Vec<Vec<usize>> {
     out.into_iter().map(|(_, g)| g).collect()
 }
 
-/// Shuffles `v` in place with `rng` (Fisher–Yates).
-fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
-    for i in (1..v.len()).rev() {
-        v.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-}
-
 /// One epoch's order of the samples of `groups` ([`groups`]): each group shuffled and cut
 /// into runs of `run`, all runs shuffled together. `run` ≤ 1 is a plain shuffle.
 pub fn order(groups: &[Vec<usize>], run: usize, rng: &mut SplitMix64) -> Vec<usize> {
     if run <= 1 {
         let mut all: Vec<usize> = groups.iter().flatten().copied().collect();
         all.sort_unstable();
-        shuffle(&mut all, rng);
+        rng.shuffle(&mut all);
         return all;
     }
     let mut runs: Vec<Vec<usize>> = Vec::new();
     for group in groups {
         let mut members = group.clone();
-        shuffle(&mut members, rng);
+        rng.shuffle(&mut members);
         runs.extend(members.chunks(run).map(<[usize]>::to_vec));
     }
-    shuffle(&mut runs, rng);
+    rng.shuffle(&mut runs);
     runs.concat()
 }
 

@@ -541,9 +541,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut rng = SplitMix64::new(mix(&[c.schedule.seed, u64::from(iter), 0x0DE7]));
         for _ in 0..c.optimiser.epochs {
             let mut order: Vec<usize> = (0..samples.len()).collect();
-            for i in (1..order.len()).rev() {
-                order.swap(i, rng.below(i as u64 + 1) as usize);
-            }
+            rng.shuffle(&mut order);
             for chunk in order.chunks(c.optimiser.minibatch) {
                 let batch: Vec<&Sample> = chunk.iter().map(|&i| &samples[i]).collect();
                 let s = self.learner.rl_step(&batch, &c);

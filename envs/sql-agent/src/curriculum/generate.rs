@@ -48,7 +48,7 @@ pub fn curriculum_db(seed: u64, index: usize) -> CurriculumDb {
     let want = least + rng.below((all.len() + 1 - least) as u64) as usize;
     let mut kept: BTreeSet<usize> = BTreeSet::new();
     let mut order: Vec<usize> = (0..all.len()).collect();
-    shuffle(&mut order, &mut rng);
+    rng.shuffle(&mut order);
     for &i in &order {
         if kept.len() >= want.min(all.len()) {
             break;
@@ -119,13 +119,6 @@ fn dedup(mut words: Vec<String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
     words.retain(|w| seen.insert(w.clone()));
     words
-}
-
-fn shuffle<T>(items: &mut [T], rng: &mut SplitMix64) {
-    for i in (1..items.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        items.swap(i, j);
-    }
 }
 
 /// A column as written: its name, SQL type and values.

@@ -164,9 +164,7 @@ pub(crate) fn write(
         for _round in 0..ROUNDS {
             let before = written.len();
             let mut order: Vec<usize> = (0..shapes.len()).collect();
-            for i in (1..order.len()).rev() {
-                order.swap(i, rng.below(i as u64 + 1) as usize);
-            }
+            rng.shuffle(&mut order);
             for shape in order.into_iter().map(|i| &shapes[i]) {
                 if written.len() >= config.per_table {
                     break;
