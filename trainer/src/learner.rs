@@ -79,6 +79,18 @@ impl<B: AutodiffBackend> std::fmt::Debug for Learner<B> {
     }
 }
 
+/// `samples` sorted by their contexts (the tokens before the first real choice; ties in
+/// their given order): samples with the same prompt come together, and those whose prompts
+/// share a longer prefix closer together than others. Cut into passes of a micro-batch, a
+/// GRPO step's groups (one prompt each) then fill whole passes instead of being spread over
+/// all of them: in the main job's update (eight groups of eight in passes of eight) a
+/// shuffled pass held five to six prompts to encode, a sorted one holds one.
+fn by_context<'a>(samples: &[&'a Sample]) -> Vec<&'a Sample> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.inputs[..context_len(a)].cmp(&b.inputs[..context_len(b)]));
+    sorted
+}
+
 /// The Adam configuration of a run (gradient clipping by each parameter's norm).
 pub fn adam(grad_clip: f64) -> AdamConfig {
     let config = AdamConfig::new().with_epsilon(1e-8);
@@ -166,13 +178,25 @@ impl<B: AutodiffBackend> Learner<B> {
         self
     }
 
-    /// The minibatch `samples` in the parts one pass takes.
-    fn parts<'s, 'a>(&self, samples: &'s [&'a Sample]) -> std::slice::Chunks<'s, &'a Sample> {
+    /// The minibatch `samples` in the parts one pass takes: with the prompt detached and
+    /// the minibatch split, by their contexts ([`by_context`]), so a pass holds samples whose
+    /// prompts share the most and its prefill encodes each shared prefix once (a GRPO group's
+    /// one prompt, a database's schema). The step is the same whatever the order: each
+    /// pass's loss is normalised over the whole minibatch and the gradients add up.
+    fn parts<'a>(&self, samples: &[&'a Sample]) -> Vec<Vec<&'a Sample>> {
         let n = match self.passes.micro_batch {
             0 => samples.len(),
             m => m,
-        };
-        samples.chunks(n.max(1))
+        }
+        .max(1);
+        if self.passes.detach_prompt && n < samples.len() {
+            by_context(samples)
+                .chunks(n)
+                .map(<[&Sample]>::to_vec)
+                .collect()
+        } else {
+            samples.chunks(n).map(<[&Sample]>::to_vec).collect()
+        }
     }
 
     /// The policy without autodiff, for sampling.
@@ -271,7 +295,7 @@ impl<B: AutodiffBackend> Learner<B> {
         let share =
             |l: Tensor<B, 2>, m: Tensor<B, 2>| scalar((l * m).sum()) / whole.tokens.max(1.0);
         for part in self.parts(samples) {
-            let (out, t) = self.train_pass(part);
+            let (out, t) = self.train_pass(&part);
             let rows = row_log_softmax(out.logits, &t, config.rollout.temperature);
             let logp = picked(rows.clone(), &t);
             let (pg, clipped) = ppo_loss(
@@ -330,7 +354,7 @@ impl<B: AutodiffBackend> Learner<B> {
         let mut acc = GradientsAccumulator::<PolicyModel<B>>::new();
         let mut total = 0.0;
         for part in self.parts(samples) {
-            let (out, t) = self.train_pass(part);
+            let (out, t) = self.train_pass(&part);
             let logp = target_logprobs(out.logits, &t, 1.0);
             let loss = (logp * t.mask)
                 .sum()
@@ -424,4 +448,42 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
     let t = tensors_after::<B>(samples, &offsets, Some(&pre.valid), vocab, device);
     let out = forward_rows(model, &t, Some(&mut cache));
     (out, t, offsets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample of `prompt` then `answer` (the answer's targets trainable choices).
+    fn sample(prompt: &[i64], answer: &[i64]) -> Sample {
+        let tokens: Vec<i64> = prompt.iter().chain(answer).copied().collect();
+        let n = tokens.len() - 1;
+        Sample {
+            inputs: tokens[..n].to_vec(),
+            targets: tokens[1..].to_vec(),
+            mask: (0..n).map(|j| j + 1 >= prompt.len()).collect(),
+            allowed: vec![None; n],
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn passes_hold_samples_of_one_prompt_together() {
+        // Two GRPO groups over two prompts that share their first token, interleaved; the
+        // answers differ, and an answer that sorts first must not move its sample ahead of
+        // its prompt's group.
+        let data = [
+            sample(&[1, 2, 3], &[9, 9]),
+            sample(&[1, 5, 6], &[1, 1]),
+            sample(&[1, 2, 3], &[0, 7]),
+            sample(&[1, 5, 6], &[8]),
+        ];
+        let refs: Vec<&Sample> = data.iter().collect();
+        let sorted = by_context(&refs);
+        let prompts: Vec<&[i64]> = sorted.iter().map(|s| &s.inputs[..2]).collect();
+        assert_eq!(prompts, [&[1, 2][..], &[1, 2], &[1, 5], &[1, 5]]);
+        // Ties keep their order: within a prompt, the samples as given.
+        assert!(std::ptr::eq(sorted[0], &data[0]) && std::ptr::eq(sorted[1], &data[2]));
+        assert!(std::ptr::eq(sorted[2], &data[1]) && std::ptr::eq(sorted[3], &data[3]));
+    }
 }

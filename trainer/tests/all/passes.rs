@@ -171,3 +171,37 @@ fn a_prompt_encoded_without_gradient_gives_the_log_probs_of_a_full_pass() {
     );
     assert!((a - b).abs() < 1e-5, "sft loss {a} vs {b}");
 }
+
+#[test]
+fn detached_micro_batches_in_prompt_order_take_the_step_of_one_pass() {
+    // With the prompt detached, a split minibatch runs its samples in the order of their
+    // prompts, not as given: the step must still be the whole minibatch's.
+    let tok = crate::pick_tokenizer();
+    let data = samples(&tok);
+    // Repeated prompts, interleaved (as a shuffled GRPO minibatch holds its groups).
+    let refs: Vec<&Sample> = [0, 3, 1, 0, 3, 1, 2, 2].iter().map(|&i| &data[i]).collect();
+    let detached = |micro_batch| Passes {
+        detach_prompt: true,
+        micro_batch,
+    };
+    let mut config = TrainConfig::default();
+    config.optimiser.lr = 1e-3;
+    let mut whole = learner(&tok, detached(0));
+    let mut parts = learner(&tok, detached(3));
+    let (a, b) = (whole.rl_step(&refs, &config), parts.rl_step(&refs, &config));
+    assert!(
+        (a.loss - b.loss).abs() < 1e-5,
+        "loss {} vs {}",
+        a.loss,
+        b.loss
+    );
+    assert!((a.entropy - b.entropy).abs() < 1e-5, "{a:?} vs {b:?}");
+    assert_eq!(a.tokens, b.tokens);
+    let d = max_diff(&outputs(&whole, &data), &outputs(&parts, &data));
+    assert!(d < 1e-3, "the models differ by {d} after one step");
+    let fresh = learner(&tok, Passes::default());
+    assert!(max_diff(&outputs(&fresh, &data), &outputs(&whole, &data)) > 1e-3);
+    let (a, b) = (whole.sft_step(&refs, 1e-3), parts.sft_step(&refs, 1e-3));
+    assert!((a - b).abs() < 1e-5, "sft loss {a} vs {b}");
+    assert!(max_diff(&outputs(&whole, &data), &outputs(&parts, &data)) < 1e-3);
+}
