@@ -52,10 +52,11 @@ pub struct Passes {
     /// Encode each episode's prompt (every token before its first action) without gradient,
     /// each prompt prefix shared in the batch once, and run the gradient pass over the rest
     /// from that cache; a minibatch split into micro-batches goes through its passes in the
-    /// order of its prompts, so a pass holds the samples that share one. The log-probs are exact; the gradient leaves out the path through the
-    /// prompt's keys and values. For a pretrained model, whose prompt representation already
-    /// reads, that is several times less work per step; a model learning from scratch needs
-    /// the full gradient (off, the default).
+    /// order of its prompts, so a pass holds the samples that share one. The log-probs are
+    /// exact; the gradient leaves out the path through the prompt's keys and values. For a
+    /// pretrained model, whose prompt representation already reads, that is several times
+    /// less work per step; a model learning from scratch needs the full gradient (off, the
+    /// default).
     pub detach_prompt: bool,
 }
 
