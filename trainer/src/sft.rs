@@ -54,8 +54,9 @@ pub struct SftConfig {
     /// that prefix (a database's schema) once instead of once per sample. 0 or 1: a plain
     /// shuffle. Minibatches of fewer databases learn differently: on the SQL main job, 8
     /// took 27% less SFT time and its trained policy scored 0.035 less on the bundled split
-    /// over two seeds (0.853 and 0.866 against 0.905 and 0.884), the same on two databases it never saw (README,
-    /// "SFT: where a step goes"), so the presets leave it at 0.
+    /// over two seeds (0.853 and 0.866 against 0.905 and 0.884) and about the same on two
+    /// databases it never saw (README, "SFT: where a step goes"), so the presets leave it
+    /// at 0.
     pub prompt_runs: usize,
     /// Learn under the decoder's constraint: each action token's likelihood is normalised
     /// over the tokens the tool-call grammar allows at its place (the episode's own, when its
