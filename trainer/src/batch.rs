@@ -272,6 +272,11 @@ pub fn context_len(sample: &Sample) -> usize {
         .unwrap_or(sample.len())
 }
 
+/// The input tokens of `sample`'s context ([`context_len`]): for an episode, its prompt.
+pub fn context(sample: &Sample) -> &[i64] {
+    &sample.inputs[..context_len(sample)]
+}
+
 /// Right-pads the windows `offsets[r]..` of `samples` into tensors on `device`: inputs,
 /// targets and the rest from `offsets[r]` on, at positions `offsets[r]..`. With `context`
 /// (per row, the validity of each slot of a KV cache holding the positions before the

@@ -10,7 +10,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use sandgym_policy::{KvCache, PolicyModel, RowOutput, constant_cache, prefill};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Sample, Tensors, context_len, tensors, tensors_after};
+use crate::batch::{Sample, Tensors, context, context_len, tensors, tensors_after};
 use crate::config::{Algo, KlMode, TrainConfig};
 use crate::objective::{aggregate_part, kl_tensor, ppo_loss, scalar, value_loss};
 
@@ -89,7 +89,7 @@ impl<B: AutodiffBackend> std::fmt::Debug for Learner<B> {
 /// shuffled pass held five to six prompts to encode, a sorted one holds one.
 fn by_context<'a>(samples: &[&'a Sample]) -> Vec<&'a Sample> {
     let mut sorted = samples.to_vec();
-    sorted.sort_by(|a, b| a.inputs[..context_len(a)].cmp(&b.inputs[..context_len(b)]));
+    sorted.sort_by_cached_key(|s| context(s));
     sorted
 }
 
@@ -191,14 +191,12 @@ impl<B: AutodiffBackend> Learner<B> {
             m => m,
         }
         .max(1);
-        if self.passes.detach_prompt && n < samples.len() {
+        let ordered = if self.passes.detach_prompt && n < samples.len() {
             by_context(samples)
-                .chunks(n)
-                .map(<[&Sample]>::to_vec)
-                .collect()
         } else {
-            samples.chunks(n).map(<[&Sample]>::to_vec).collect()
-        }
+            samples.to_vec()
+        };
+        ordered.chunks(n).map(<[&Sample]>::to_vec).collect()
     }
 
     /// The policy without autodiff, for sampling.

@@ -13,14 +13,14 @@
 
 use sandgym_env_api::SplitMix64;
 
-use crate::batch::{Sample, context_len};
+use crate::batch::{Sample, context};
 
 /// The least number of tokens a group's samples must share beyond the prefix every sample
 /// shares for [`groups`] to keep them together: a schema line is worth it, a question's
 /// first word is not (grouping by it would only make minibatches alike).
 pub const MIN_SHARED: usize = 16;
 
-/// The prompt groups of `samples`: going down the tree of their contexts ([`context_len`])
+/// The prompt groups of `samples`: going down the tree of their contexts ([`context`])
 /// from the prefix all of them share, the first set of two or more samples that shares at
 /// least [`MIN_SHARED`] more tokens is a group (a database's questions); a sample in no
 /// such set is a group of its own. Groups come in the order of their contexts.
@@ -29,7 +29,8 @@ pub fn groups(samples: &[Sample]) -> Vec<Vec<usize>> {
     if n == 0 {
         return Vec::new();
     }
-    let ctx = |i: usize| &samples[i].inputs[..context_len(&samples[i])];
+    let contexts: Vec<&[i64]> = samples.iter().map(context).collect();
+    let ctx = |i: usize| contexts[i];
     let mut sorted: Vec<usize> = (0..n).collect();
     sorted.sort_by(|&a, &b| ctx(a).cmp(ctx(b)).then(a.cmp(&b)));
     // lcp[k]: the common prefix of the contexts at sorted places k - 1 and k (lcp[0] unused).
@@ -102,11 +103,7 @@ mod tests {
             targets: vec![0; n],
             mask: vec![false; n],
             allowed: vec![None; n],
-            old_logp: vec![0.0; n],
-            ref_logp: vec![0.0; n],
-            old_values: vec![0.0; n],
-            adv: vec![0.0; n],
-            returns: vec![0.0; n],
+            ..Sample::default()
         }
     }
 
