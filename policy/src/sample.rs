@@ -323,7 +323,7 @@ fn generate_from<B: Backend>(
         kept = keep.then(|| {
             encoded
                 .cache
-                .clone()
+                .kept()
                 .into_rows(encoded.valid.clone(), extended)
         });
         encoded

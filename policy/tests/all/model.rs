@@ -159,6 +159,120 @@ fn a_prefix_every_prompt_shares_is_held_once_and_attended_as_if_copied() {
 }
 
 #[test]
+fn a_prompt_repeated_for_a_group_is_held_once_and_attended_as_if_copied() {
+    // Rollout groups: each prompt repeated over a run of rows. The cache holds each prompt
+    // once and every row reads its group's; logits, decoding (rows ending at different
+    // steps, buffers outgrowing their room) and a next turn continuing the rows' caches
+    // match each prompt alone. Once with a system turn every prompt shares, once without.
+    let device = select_device();
+    let model = config(300).init::<Infer>(&device);
+    let system: Vec<u32> = (40..75).collect();
+    let with = |tail: &[u32]| -> Vec<u32> { system.iter().chain(tail).copied().collect() };
+    let (a, b, c) = (
+        with(&[1, 2, 3]),
+        with(&(100..130).collect::<Vec<u32>>()),
+        with(&[9]),
+    );
+    let all_share = [&a, &a, &a, &a, &b, &b, &b, &c, &a, &a];
+    let d: Vec<u32> = vec![200, 201, 202];
+    let some_share = [&d, &d, &a, &a, &a, &c, &c];
+    for (case, prompts) in [&all_share[..], &some_share[..]].into_iter().enumerate() {
+        let prompts: Vec<Vec<u32>> = prompts.iter().map(|p| p.to_vec()).collect();
+        let mut prefill = sandgym_policy::prefill(&model, &prompts, &device);
+        let groups = prefill.cache.layer(0).groups().map(<[usize]>::to_vec);
+        let want: &[usize] = if case == 0 {
+            &[0, 0, 0, 0, 1, 1, 1, 2, 0, 0]
+        } else {
+            &[0, 0, 1, 1, 1, 2, 2]
+        };
+        assert_eq!(groups.as_deref(), Some(want), "case {case}");
+        let (k, _) = prefill.cache.layer(0).shared().expect("held by group");
+        assert_eq!(
+            k.dims()[0],
+            1 + want.iter().max().unwrap(),
+            "one row a group"
+        );
+        assert_eq!(prefill.cache.len(), prefill.valid[0].len());
+        prefilled_as_alone(&model, &prompts, prefill);
+        // Rows ending at their own budgets: the batch drops them as it goes.
+        let budgets: Vec<usize> = (0..prompts.len()).map(|r| 20 + 13 * (r % 6)).collect();
+        let mut constraints: Vec<_> = prompts.iter().map(|_| None).collect();
+        let sample = SampleConfig {
+            temperature: 0.9,
+            top_p: 1.0,
+            max_new_tokens: 90,
+            seed: 3 + case as u64,
+        };
+        let control = RowControl {
+            max_new_tokens: Some(&budgets),
+            stop: None,
+        };
+        let out = generate_with(
+            &model,
+            &prompts,
+            &mut constraints,
+            10_000,
+            &sample,
+            &device,
+            &control,
+        )
+        .unwrap();
+        for (r, (prompt, s)) in prompts.iter().zip(&out).enumerate() {
+            assert_eq!(s.tokens.len(), budgets[r]);
+            let full = sequence_logprobs(&model, prompt, &s.tokens, &[], 0.9, &device);
+            for (x, y) in s.logprobs.iter().zip(&full) {
+                assert!(
+                    (x - y).abs() < 1e-4,
+                    "case {case} row {r}: cached {x} vs full {y}"
+                );
+            }
+        }
+        // Two more turns, each continuing the rows' caches (their groups' prompt held once
+        // throughout) with the action and an observation.
+        let mut bases: Vec<Option<sandgym_policy::SeqCache<Infer>>> =
+            prompts.iter().map(|_| None).collect();
+        let mut history = prompts.clone();
+        for turn in 0..3 {
+            let (out, caches) = sandgym_policy::generate_continuing(
+                &model,
+                &history,
+                &bases,
+                &mut constraints,
+                10_000,
+                &sample,
+                &device,
+            )
+            .unwrap();
+            for (r, a) in out.iter().enumerate() {
+                let full = sequence_logprobs(&model, &history[r], &a.tokens, &[], 0.9, &device);
+                assert_eq!(a.logprobs.len(), full.len());
+                for (x, y) in a.logprobs.iter().zip(&full) {
+                    assert!(
+                        (x - y).abs() < 1e-4,
+                        "case {case} turn {turn} row {r}: continued {x} vs full {y}"
+                    );
+                }
+                assert_eq!(caches[r].tokens(), history[r].as_slice());
+            }
+            history = history
+                .iter()
+                .zip(&out)
+                .enumerate()
+                .map(|(r, (p, s))| {
+                    let observation = (0..(2 + 3 * r) as u32).map(|i| 250 + i);
+                    p.iter()
+                        .chain(&s.tokens)
+                        .copied()
+                        .chain(observation)
+                        .collect()
+                })
+                .collect();
+            bases = caches.into_iter().map(Some).collect();
+        }
+    }
+}
+
+#[test]
 fn a_prefill_in_windows_gives_the_cache_and_logits_of_one_pass() {
     // Long multi-turn histories: a shared system turn, then tails of different lengths
     // (padding before the shorter ones), encoded 16 columns at a time.
