@@ -28,20 +28,11 @@ pub(crate) const ROOM: usize = 64;
 /// copy, instead of each holding its own. A 63-row batch over a nine-table database's
 /// 221-token prefix held 0.7 GB of copies, and on the 2-core machine it was measured on,
 /// first writing that much fresh memory took 4-5 s.
-///
-/// A prefix shared by groups of rows (a GRPO group's one prompt, repeated for its 8
-/// episodes) is held the same way, one row per group, `[groups, kv_heads, prefix,
-/// head_dim]`, each batch row reading its group's ([`KvCache::share_groups`]). Copied into
-/// every row, the main job's 64-row batches held ~0.8 GB of prompt keys and values per
-/// rollout, read in full at every decoding step.
 #[derive(Clone, Debug, Default)]
 pub struct LayerCache<B: Backend> {
     kv: Option<(Tensor<B, 4>, Tensor<B, 4>)>,
     len: usize,
     shared: Option<(Tensor<B, 4>, Tensor<B, 4>)>,
-    /// Which row of `shared` each batch row reads; `None`: `shared` is one row every batch
-    /// row reads.
-    groups: Option<Arc<Vec<usize>>>,
 }
 
 impl<B: Backend> LayerCache<B> {
@@ -52,21 +43,13 @@ impl<B: Backend> LayerCache<B> {
             kv,
             len,
             shared: None,
-            groups: None,
         }
     }
 
-    /// The keys and values of the prefix the rows share (`[1, kv_heads, prefix, head_dim]`
-    /// when every row reads the one row, `[groups, …]` with [`groups`](Self::groups)), if
-    /// it holds one: they come before the rows' own slots.
+    /// The keys and values of the prefix every row shares (`[1, kv_heads, prefix,
+    /// head_dim]`), if it holds one: they come before the rows' own slots.
     pub fn shared(&self) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
         self.shared.clone()
-    }
-
-    /// Which row of the [`shared`](Self::shared) prefix each batch row reads, when it is
-    /// held per group of rows (`None`: one row, read by every batch row).
-    pub fn groups(&self) -> Option<&[usize]> {
-        self.groups.as_deref().map(Vec::as_slice)
     }
 
     /// Slots of the shared prefix.
@@ -81,24 +64,12 @@ impl<B: Backend> LayerCache<B> {
             return self;
         };
         let p = pk.dims()[2];
-        let groups = self.groups.take();
-        // The prefix as every row reads it, one copy per row.
-        let spread = |prefix: Tensor<B, 4>, b: usize| match &groups {
-            None => prefix.repeat_dim(0, b),
-            Some(of) => {
-                let idx = ints(of.iter().map(|&g| g as i64).collect(), &prefix.device());
-                prefix.select(0, idx)
-            }
-        };
         let kv = match self.kv.take() {
-            None => match &groups {
-                None => (pk, pv),
-                Some(of) => (spread(pk, of.len()), spread(pv, of.len())),
-            },
+            None => (pk, pv),
             Some((k, v)) => {
                 let b = k.dims()[0];
                 let before = |prefix: Tensor<B, 4>, x: Tensor<B, 4>| {
-                    Tensor::cat(vec![spread(prefix, b), x], 2)
+                    Tensor::cat(vec![prefix.repeat_dim(0, b), x], 2)
                 };
                 (before(pk, k), before(pv, v))
             }
@@ -107,7 +78,6 @@ impl<B: Backend> LayerCache<B> {
             kv: Some(kv),
             len: p + self.len,
             shared: None,
-            groups: None,
         }
     }
 
@@ -332,64 +302,6 @@ impl<B: Backend> KvCache<B> {
         true
     }
 
-    /// Holds the cache, one row per group, as the prefix that batch rows share by group:
-    /// row `r` of the result reads row `of[r]` of it, and gets buffers of its own for
-    /// `slots` less the prefix more slots (all free). What [`select`](Self::select) of `of`
-    /// would give, without copying a group's keys and values into each of its rows (see
-    /// [`LayerCache`]). The cache's rows are first made whole (a prefix they share copied
-    /// into each: a copy per group, not per row). Left as it is, and `false` returned, when
-    /// a layer is empty, `of` is empty or names a row the cache lacks.
-    pub fn share_groups(&mut self, of: &[usize], slots: usize) -> bool {
-        let rows = self
-            .layers
-            .iter()
-            .find_map(|l| l.kv.as_ref())
-            .map_or(0, |(k, _)| k.dims()[0]);
-        let fits = self.layers.iter().all(|l| l.kv.is_some());
-        if !fits || of.is_empty() || of.iter().any(|&g| g >= rows) {
-            return false;
-        }
-        let of = Arc::new(of.to_vec());
-        for l in &mut self.layers {
-            let (k, v) = std::mem::take(l).into_filled().expect("checked above");
-            let [_, h, p, d] = k.dims();
-            let free = slots.saturating_sub(p).max(1);
-            let device = k.device();
-            *l = LayerCache {
-                kv: Some((
-                    Tensor::zeros([of.len(), h, free, d], &device),
-                    Tensor::zeros([of.len(), h, free, d], &device),
-                )),
-                len: 0,
-                shared: Some((k, v)),
-                groups: Some(of.clone()),
-            };
-        }
-        true
-    }
-
-    /// A copy of the cache to keep while decoding goes on in this one, without the buffers
-    /// of layers whose rows hold nothing of their own yet (all they hold is their groups'
-    /// prefix, just after [`share_groups`](Self::share_groups)): holding those, the copy
-    /// would make decoding's first write into them copy them first.
-    pub fn kept(&self) -> Self {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| LayerCache {
-                kv: if l.len == 0 && l.groups.is_some() {
-                    None
-                } else {
-                    l.kv.clone()
-                },
-                len: l.len,
-                shared: l.shared.clone(),
-                groups: l.groups.clone(),
-            })
-            .collect();
-        Self { layers }
-    }
-
     /// The same cache with any shared prefix copied into every row (see [`LayerCache`]).
     pub fn unshared(self) -> Self {
         Self {
@@ -442,10 +354,6 @@ impl<B: Backend> KvCache<B> {
                 }),
                 len: l.len,
                 shared: l.shared.clone(),
-                groups: l
-                    .groups
-                    .as_ref()
-                    .map(|of| Arc::new(rows.iter().map(|&r| of[r]).collect())),
             })
             .collect();
         Self { layers }
@@ -469,9 +377,6 @@ impl<B: Backend> KvCache<B> {
         for l in &mut self.layers {
             if let Some((k, v)) = l.kv.take() {
                 l.kv = Some((retain(k, keep), retain(v, keep)));
-            }
-            if let Some(of) = l.groups.take() {
-                l.groups = Some(Arc::new(keep.iter().map(|&r| of[r]).collect()));
             }
         }
     }
@@ -594,16 +499,13 @@ fn gather<B: Backend>(
             // The row's slots after the shared prefix's, which every row holds.
             let (own, shared) = (l.kv.as_ref(), l.shared.as_ref());
             let device = own.or(shared).expect("a filled cache").0.device();
-            // The shared prefix's row it reads: its group's, or the one row.
-            let group = l.groups.as_ref().map_or(0, |of| of[row]);
             let row = ints(vec![row as i64], &device);
             let slots = ints(slots.clone(), &device);
             let take = |own: Option<&Tensor<B, 4>>, shared: Option<&Tensor<B, 4>>| {
                 let own = own.map(|t| t.clone().select(0, row.clone()));
-                let shared = shared.map(|p| p.clone().narrow(0, group, 1));
                 let whole = match (shared, own) {
-                    (Some(p), Some(o)) => Tensor::cat(vec![p, o], 2),
-                    (Some(p), None) => p,
+                    (Some(p), Some(o)) => Tensor::cat(vec![p.clone(), o], 2),
+                    (Some(p), None) => p.clone(),
                     (None, Some(o)) => o,
                     (None, None) => unreachable!("a filled cache"),
                 };
@@ -652,9 +554,6 @@ impl<B: Backend> KvCache<B> {
     /// # Panics
     /// When `rows` is empty or its caches come from models with different layer counts.
     pub fn stack(rows: &[&SeqCache<B>]) -> (Self, Vec<Vec<bool>>) {
-        if let Some(stacked) = Self::stack_on_shared(rows) {
-            return stacked;
-        }
         let longest = rows
             .iter()
             .map(|r| r.tokens.len())
@@ -688,92 +587,6 @@ impl<B: Backend> KvCache<B> {
 }
 
 impl<B: Backend> KvCache<B> {
-    /// [`stack`](Self::stack) for rows of one batch cache whose prefix they share (by group or
-    /// all of them) is kept whole in each row's tokens: the result reads the same shared
-    /// prefix (not copied), and only each row's own slots are stacked, left-padded to the
-    /// longest after it. `None` where that does not hold, or where the rows' groups come in
-    /// runs too short to pay for their products (see `prefill::grouped`).
-    fn stack_on_shared(rows: &[&SeqCache<B>]) -> Option<(Self, Vec<Vec<bool>>)> {
-        let first = rows.first()?;
-        let (cache, valid) = &*first.batch;
-        if !rows.iter().all(|r| Arc::ptr_eq(&r.batch, &first.batch)) {
-            return None;
-        }
-        let layer = cache.layers.first()?;
-        let prefix = layer.prefix_len();
-        if prefix == 0 || cache.layers.iter().any(|l| l.prefix_len() != prefix) {
-            return None;
-        }
-        let groups: Option<Vec<usize>> = layer
-            .groups
-            .as_ref()
-            .map(|of| rows.iter().map(|r| of[r.row]).collect());
-        if groups.as_ref().is_some_and(|g| !crate::prefill::grouped(g)) {
-            return None;
-        }
-        // Each row's own valid slots after the prefix (the prefix's valid ones all its tokens'
-        // first).
-        let mut own: Vec<Vec<i64>> = Vec::with_capacity(rows.len());
-        for r in rows {
-            let slots = &valid[r.row];
-            let in_prefix = slots[..prefix].iter().filter(|&&v| v).count();
-            let mine = r.tokens.len().checked_sub(in_prefix)?;
-            let after: Vec<i64> = (prefix..slots.len())
-                .filter(|&j| slots[j])
-                .take(mine)
-                .map(|j| (j - prefix) as i64)
-                .collect();
-            if after.len() != mine {
-                return None;
-            }
-            own.push(after);
-        }
-        let longest = own.iter().map(Vec::len).max().unwrap_or(0);
-        let layers = cache
-            .layers
-            .iter()
-            .map(|l| {
-                let kv = (longest > 0).then(|| {
-                    let (k, v) = l.kv.as_ref().expect("rows with slots of their own");
-                    let take = |x: &Tensor<B, 4>| {
-                        let parts = rows
-                            .iter()
-                            .zip(&own)
-                            .map(|(r, slots)| {
-                                let device = x.device();
-                                if slots.is_empty() {
-                                    let [_, h, _, d] = x.dims();
-                                    return Tensor::zeros([1, h, longest, d], &device);
-                                }
-                                let row = x.clone().narrow(0, r.row, 1);
-                                pad_left(row.select(2, ints(slots.clone(), &device)), longest)
-                            })
-                            .collect();
-                        Tensor::cat(parts, 0)
-                    };
-                    (take(k), take(v))
-                });
-                LayerCache {
-                    kv,
-                    len: longest,
-                    shared: l.shared.clone(),
-                    groups: groups.clone().map(Arc::new),
-                }
-            })
-            .collect();
-        let valid = rows
-            .iter()
-            .zip(&own)
-            .map(|(r, slots)| {
-                let pad = longest - slots.len();
-                let mut v = valid[r.row][..prefix].to_vec();
-                v.extend((0..longest).map(|j| j >= pad));
-                v
-            })
-            .collect();
-        Some((Self { layers }, valid))
-    }
-
     /// This cache's rows followed by `other`'s, each layer's shorter side left-padded with
     /// zero slots to the longer (the caller pads its rows' valid flags the same way).
     ///
@@ -829,7 +642,6 @@ pub fn constant_cache<B: burn::tensor::backend::AutodiffBackend>(
 mod tests {
     use super::*;
     use crate::Cpu;
-    use burn::tensor::TensorData;
 
     /// Where the layer's key buffer lives, and its filled keys.
     fn keys(layer: &LayerCache<Cpu>) -> (*const f32, Vec<f32>) {
@@ -961,100 +773,6 @@ mod tests {
         assert_ne!(copy, before);
         let head: Vec<f32> = [3.0; 6].into_iter().chain([7.0; 2]).collect();
         assert_eq!(filled, [head.clone(), head].concat());
-    }
-
-    /// The keys of a cache's row `r` at its valid slots, the shared prefix's included.
-    fn valid_keys(cache: &KvCache<Cpu>, valid: &[bool], r: usize) -> Vec<f32> {
-        let slots: Vec<i64> = (0..valid.len())
-            .filter(|&j| valid[j])
-            .map(|j| j as i64)
-            .collect();
-        let (k, _) = cache.clone().into_layers().remove(0).unwrap();
-        k.narrow(0, r, 1)
-            .select(2, ints(slots, &Default::default()))
-            .into_data()
-            .to_vec()
-            .unwrap()
-    }
-
-    #[test]
-    fn rows_on_a_group_prefix_stack_their_own_slots_and_keep_reading_it() {
-        // Two group prompts of 3 slots (group g's slot j keys 10g + j), held once for rows
-        // reading groups [0, 0, 1]; then two slots of each row's own (100 + 10r + j), row 2's
-        // first one padding.
-        let device = Default::default();
-        let prompt: Vec<f32> = (0..2)
-            .flat_map(|g| (0..3).flat_map(move |j| [(10 * g + j) as f32; 2]))
-            .collect();
-        let prompt = Tensor::<Cpu, 4>::from_data(TensorData::new(prompt, [2, 1, 3, 2]), &device);
-        let mut cache = KvCache::<Cpu>::new(1);
-        let _ = cache.layer(0).append(prompt.clone(), prompt);
-        assert!(cache.share_groups(&[0, 0, 1], 8));
-        assert!(
-            !KvCache::<Cpu>::new(1).share_groups(&[0], 8),
-            "an empty cache"
-        );
-        let own: Vec<f32> = (0..3)
-            .flat_map(|r| (0..2).flat_map(move |j| [(100 + 10 * r + j) as f32; 2]))
-            .collect();
-        let own = Tensor::<Cpu, 4>::from_data(TensorData::new(own, [3, 1, 2, 2]), &device);
-        let _ = cache.layer(0).append(own.clone(), own);
-        assert_eq!(
-            (cache.len(), cache.layer(0).groups()),
-            (5, Some(&[0, 0, 1][..]))
-        );
-        let valid = vec![
-            vec![true; 5],
-            vec![true; 5],
-            vec![true, true, true, false, true],
-        ];
-        let tokens = vec![vec![1, 2, 3, 4, 5], vec![1, 2, 3, 6, 7], vec![8, 9, 9, 9]];
-        let rows = cache.clone().into_rows(valid.clone(), &tokens);
-        // A copy of each row as it reads its group's prefix and its own slots.
-        for r in 0..3 {
-            assert_eq!(
-                rows[r].compact()[0]
-                    .0
-                    .clone()
-                    .into_data()
-                    .to_vec::<f32>()
-                    .unwrap(),
-                valid_keys(&cache, &valid[r], r),
-                "row {r}"
-            );
-        }
-        // Rows 2 and 0, 1 cut inside its own slots, and 1: the group prefix is not copied.
-        let cut = rows[1].prefix(4);
-        let order = [&rows[2], &rows[0], &cut, &rows[1]];
-        let (stacked, stacked_valid) = KvCache::stack(&order);
-        let layer = &stacked.layers[0];
-        assert_eq!(layer.groups(), Some(&[1, 0, 0, 0][..]));
-        let (held, _) = layer.shared().unwrap();
-        assert_eq!(held.dims(), [2, 1, 3, 2], "one row a group, as before");
-        assert_eq!(layer.len, 2, "the longest own part");
-        assert_eq!(stacked_valid[0], [true, true, true, false, true]);
-        assert_eq!(stacked_valid[2], [true, true, true, false, true]);
-        for (i, (seq, want)) in order.iter().zip([4, 5, 4, 5]).enumerate() {
-            assert_eq!(stacked_valid[i].iter().filter(|&&v| v).count(), want);
-            assert_eq!(
-                valid_keys(&stacked, &stacked_valid[i], i),
-                seq.compact()[0]
-                    .0
-                    .clone()
-                    .into_data()
-                    .to_vec::<f32>()
-                    .unwrap(),
-                "row {i}"
-            );
-        }
-        // A row cut inside the prefix cannot read it whole: stacked by copying.
-        let short = rows[0].prefix(2);
-        let (copied, copied_valid) = KvCache::stack(&[&short, &rows[2]]);
-        assert!(copied.layers[0].shared().is_none());
-        assert_eq!(
-            valid_keys(&copied, &copied_valid[0], 0),
-            [0.0, 0.0, 1.0, 1.0]
-        );
     }
 
     fn step3(value: f32, t: usize) -> Tensor<Cpu, 4> {

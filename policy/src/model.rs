@@ -363,12 +363,12 @@ impl<B: Backend> Block<B> {
                 .reshape([b, t, kvh, hd]),
         );
         // A prefix every row shares comes first, held once (see `LayerCache`).
-        let (k, v, shared, groups) = match cache {
+        let (k, v, shared) = match cache {
             Some(cache) => {
                 let (k, v) = cache.append(k, v);
-                (k, v, cache.shared(), cache.groups().map(runs))
+                (k, v, cache.shared())
             }
-            None => (k, v, None, None),
+            None => (k, v, None),
         }; // [b, kvh, past + t, hd]
         let total = k.dims()[2];
         let group = h / kvh;
@@ -380,18 +380,12 @@ impl<B: Backend> Block<B> {
         let q = q.reshape([b, kvh, group * t, hd]);
         let own = q.clone().matmul(k.swap_dims(2, 3)); // [b, kvh, group * t, total]
         // Against the shared prefix (`[1, kvh, prefix, hd]`) by broadcasting over the rows:
-        // the same products as over a copy per row, reading one copy. Held per group, each
-        // run of rows reading one group's row is one product against it.
+        // the same products as over a copy per row, reading one copy.
         let (scores, prefix) = match &shared {
             None => (own, 0),
             Some((pk, _)) => {
-                let prefix = pk.dims()[2];
-                let pk = pk.clone().swap_dims(2, 3);
-                let on_prefix = match &groups {
-                    None => q.matmul(pk),
-                    Some(runs) => by_runs(q, &pk, runs),
-                };
-                (Tensor::cat(vec![on_prefix, own], 3), prefix)
+                let on_prefix = q.matmul(pk.clone().swap_dims(2, 3));
+                (Tensor::cat(vec![on_prefix, own], 3), pk.dims()[2])
             }
         };
         // [b, h, t, prefix + total]; the bias comes repeated over the heads.
@@ -400,11 +394,7 @@ impl<B: Backend> Block<B> {
         let attn = match shared {
             None => weights.matmul(v),
             Some((_, pv)) => {
-                let on_prefix = weights.clone().narrow(3, 0, prefix);
-                let on_prefix = match &groups {
-                    None => on_prefix.matmul(pv),
-                    Some(runs) => by_runs(on_prefix, &pv, runs),
-                };
+                let on_prefix = weights.clone().narrow(3, 0, prefix).matmul(pv);
                 weights.narrow(3, prefix, total).matmul(v) + on_prefix
             }
         }
@@ -416,49 +406,6 @@ impl<B: Backend> Block<B> {
         let up = self.project(LoraTarget::Up, &self.w3, normed);
         x + self.project(LoraTarget::Down, &self.w2, fused::swiglu(gate, up))
     }
-}
-
-/// The runs of consecutive batch rows that read one row of a prefix shared by groups:
-/// `(first row, rows, group)` each, in order.
-fn runs(groups: &[usize]) -> Vec<(usize, usize, usize)> {
-    let mut out: Vec<(usize, usize, usize)> = Vec::new();
-    for (r, &g) in groups.iter().enumerate() {
-        match out.last_mut() {
-            Some(run) if run.2 == g => run.1 += 1,
-            _ => out.push((r, 1, g)),
-        }
-    }
-    out
-}
-
-/// `x` (`[b, kvh, m, n]`) times its rows' groups' matrices in `by` (`[groups, kvh, n, o]`),
-/// `[b, kvh, m, o]`: each run of rows of one group stacked into one product against the
-/// group's matrix (its `kvh` heads' queries side by side), instead of a copy of the group's
-/// matrix per row.
-fn by_runs<B: Backend>(
-    x: Tensor<B, 4>,
-    by: &Tensor<B, 4>,
-    runs: &[(usize, usize, usize)],
-) -> Tensor<B, 4> {
-    let [_, kvh, m, _] = x.dims();
-    let o = by.dims()[3];
-    let parts = runs
-        .iter()
-        .map(|&(first, rows, group)| {
-            let x = x.clone().narrow(0, first, rows);
-            let matrix = by.clone().narrow(0, group, 1);
-            if rows == 1 {
-                return x.matmul(matrix);
-            }
-            let n = x.dims()[3];
-            x.swap_dims(0, 1)
-                .reshape([1, kvh, rows * m, n])
-                .matmul(matrix)
-                .reshape([kvh, rows, m, o])
-                .swap_dims(0, 1)
-        })
-        .collect();
-    Tensor::cat(parts, 0)
 }
 
 /// What [`PolicyModel::forward_rows`] returns.

@@ -290,16 +290,6 @@ fn spread<B: Backend>(cache: &mut KvCache<B>, rows: &[usize], slots: usize) {
     *cache = cache.select(rows);
 }
 
-/// Whether rows reading `of` (each row's distinct prompt) come in runs long enough to hold
-/// each prompt once for its run ([`KvCache::share_groups`]): two rows a run on average. The
-/// attention then takes one product per run and layer against the prompt's keys, where
-/// copies cost one row's worth of memory each; many short runs cost more products than
-/// their copies.
-pub(crate) fn grouped(of: &[usize]) -> bool {
-    let runs = 1 + of.windows(2).filter(|w| w[0] != w[1]).count();
-    2 * runs <= of.len()
-}
-
 /// Encodes `prompts` (none empty) into a KV cache, each shared prefix once (see the module
 /// docs), and returns the logits after each prompt's last token.
 ///
@@ -434,12 +424,9 @@ pub fn prefill_within<B: Backend>(
     );
     let vocab = out.logits.dims()[2];
     let mut logits = out.logits.reshape([uniq.len(), vocab]);
-    // Back to one row per prompt: a prompt repeated in runs of rows (a rollout group's) is
-    // held once for its rows; other repeats are copied.
+    // Back to one row per prompt.
     if uniq.len() < prompts.len() {
-        if !(grouped(&row_of) && cache.share_groups(&row_of, longest + crate::cache::ROOM)) {
-            cache = cache.select(&row_of);
-        }
+        cache = cache.select(&row_of);
         valid = row_of.iter().map(|&u| valid[u].clone()).collect();
         let idx = Tensor::<B, 1, Int>::from_data(
             TensorData::new(row_of.iter().map(|&u| u as i64).collect(), [row_of.len()]),

@@ -323,7 +323,7 @@ fn generate_from<B: Backend>(
         kept = keep.then(|| {
             encoded
                 .cache
-                .kept()
+                .clone()
                 .into_rows(encoded.valid.clone(), extended)
         });
         encoded
