@@ -480,10 +480,12 @@ pub fn sql_pattern_naming(
         })
         .chain(set_branches)
         .collect::<Vec<_>>();
-    if branches.is_empty() {
+    if branches.is_empty() && !must_name.is_empty() {
         // No column holds a value the question names: nothing to require.
         return sql_pattern_naming(tables, links, strings, numbers, &[]);
     }
+    // Still none (a database without tables): a pattern no query matches but the empty one,
+    // not another call with the same arguments (that recursed until the stack overflowed).
     format!("^({})$", branches.join("|"))
 }
 
@@ -619,6 +621,17 @@ mod tests {
         let strings: Vec<String> = strings.iter().map(|s| (*s).to_owned()).collect();
         let numbers: Vec<String> = numbers.iter().map(|s| (*s).to_owned()).collect();
         regex::Regex::new(&sql_pattern_for(&tables, &strings, &numbers)).unwrap()
+    }
+
+    #[test]
+    fn a_database_without_tables_gets_a_pattern_of_no_query() {
+        // A schema of only a comment: no table, so no shape, with or without a named value
+        // (this recursed until the stack overflowed).
+        for must in [&[][..], &["Rex".to_owned()][..]] {
+            let named = vec!["Rex".to_owned()];
+            let p = regex::Regex::new(&sql_pattern_naming(&[], &[], &named, &[], must)).unwrap();
+            assert!(!p.is_match("SELECT 'x'"));
+        }
     }
 
     #[test]
