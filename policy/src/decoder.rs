@@ -415,11 +415,19 @@ impl<'m, B: Backend> Decoder<'m, B> {
                 row.fed.push(token);
             }
         }
-        let out = self.model.forward(
+        // Rows that ended since the last compaction are fed nothing: skipped.
+        let fed: Vec<bool> = batch
+            .valid
+            .iter()
+            .map(|v| v.last() == Some(&true))
+            .collect();
+        let packing = crate::Packing::new(n, 1, &fed, &self.device);
+        let out = self.model.forward_packed(
             ints(tokens, [n, 1], &self.device),
             ints(positions, [n, 1], &self.device),
             crate::attention_bias(&batch.valid, 1, &self.device),
             Some(&mut batch.cache),
+            packing.as_ref(),
         );
         batch.last = rows(out.logits.reshape([n, vocab]));
     }

@@ -33,6 +33,7 @@ mod lora;
 mod loss;
 mod model;
 mod model_info;
+mod packing;
 mod prefill;
 mod prefix_cache;
 pub mod pretrained;
@@ -55,6 +56,7 @@ pub use error::{PolicyError, Result};
 pub use lora::{Adapter, BlockAdapters, LoraConfig, LoraState, LoraTarget};
 pub use loss::{masked_mean, token_logprobs};
 pub use model::{Block, Output, PolicyConfig, PolicyModel, RowOutput};
+pub use packing::Packing;
 pub use prefill::{PREFILL_SCORES, Prefill, prefill, prefill_continuing, prefill_within};
 pub use prefix_cache::{MIN_REUSED, PrefixCache, PrefixStats};
 pub use sample::{

@@ -10,6 +10,7 @@ use burn::tensor::{Int, Tensor};
 
 use crate::cache::{KvCache, LayerCache};
 use crate::lora::LoraTarget;
+use crate::packing::Packing;
 
 /// Model sizes. The default is tiny (~0.66M parameters with a 1k vocabulary) so it trains on a
 /// 2-core CPU in minutes.
@@ -338,30 +339,38 @@ impl<B: Backend> Block<B> {
         rotary: &Rotary<B>,
         bias: &Tensor<B, 4>,
         cache: Option<&mut LayerCache<B>>,
+        packing: Option<&Packing<B>>,
     ) -> Tensor<B, 3> {
-        let [b, t, _] = x.dims();
+        // `x` holds the batch's tokens as one sequence when it is packed (`[1, tokens, d]`);
+        // attention runs on the padded `[b, t]` layout.
+        let [xb, xt, _] = x.dims();
+        let [b, t] = packing.map_or([xb, xt], |p| [p.rows(), p.seq()]);
+        let spread = |y: Tensor<B, 4>| match packing {
+            Some(p) => p.unpack_heads(y),
+            None => y,
+        };
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let normed = fused::rms_norm(&self.attn_norm, x.clone());
         // Rotated in the projections' own `[b, t, heads, hd]` layout, then made head-major;
         // the queries come out of the rotation already scaled by 1/sqrt(hd).
-        let q = fused::swap_12(
+        let q = fused::swap_12(spread(
             rotary.apply(
                 self.project(LoraTarget::Q, &self.wq, normed.clone())
-                    .reshape([b, t, h, hd]),
+                    .reshape([xb, xt, h, hd]),
                 false,
             ),
-        ); // [b, h, t, hd]
-        let k = fused::swap_12(
+        )); // [b, h, t, hd]
+        let k = fused::swap_12(spread(
             rotary.apply(
                 self.project(LoraTarget::K, &self.wk, normed.clone())
-                    .reshape([b, t, kvh, hd]),
+                    .reshape([xb, xt, kvh, hd]),
                 true,
             ),
-        ); // [b, kvh, t, hd]
-        let v = fused::swap_12(
+        )); // [b, kvh, t, hd]
+        let v = fused::swap_12(spread(
             self.project(LoraTarget::V, &self.wv, normed)
-                .reshape([b, t, kvh, hd]),
-        );
+                .reshape([xb, xt, kvh, hd]),
+        ));
         // A prefix every row shares comes first, held once (see `LayerCache`).
         let (k, v, shared) = match cache {
             Some(cache) => {
@@ -400,6 +409,10 @@ impl<B: Backend> Block<B> {
         }
         .reshape([b, h, t, hd]);
         let attn = fused::swap_12(attn).reshape([b, t, h * hd]);
+        let attn = match packing {
+            Some(p) => p.pack(attn),
+            None => attn,
+        };
         let x = x + self.project(LoraTarget::O, &self.wo, attn);
         let normed = fused::rms_norm(&self.ffn_norm, x.clone());
         let gate = self.project(LoraTarget::Gate, &self.w1, normed.clone());
@@ -440,7 +453,20 @@ impl<B: Backend> PolicyModel<B> {
         bias: Tensor<B, 4>,
         cache: Option<&mut KvCache<B>>,
     ) -> Output<B> {
-        let x = self.hidden(tokens, positions, bias, cache);
+        self.forward_packed(tokens, positions, bias, cache, None)
+    }
+
+    /// [`PolicyModel::forward`] over a padded batch whose padding `packing` skips (see
+    /// [`Packing`]): the same outputs at every token.
+    pub fn forward_packed(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        positions: Tensor<B, 2, Int>,
+        bias: Tensor<B, 4>,
+        cache: Option<&mut KvCache<B>>,
+        packing: Option<&Packing<B>>,
+    ) -> Output<B> {
+        let x = self.hidden(tokens, positions, bias, cache, packing);
         self.outputs(x)
     }
 
@@ -458,7 +484,23 @@ impl<B: Backend> PolicyModel<B> {
         bias: Tensor<B, 4>,
         cache: Option<&mut KvCache<B>>,
     ) -> Output<B> {
-        let x = self.hidden(tokens, positions, bias, cache);
+        self.forward_last_packed(tokens, positions, bias, cache, None)
+    }
+
+    /// [`PolicyModel::forward_last`] over a padded batch whose padding `packing` skips (see
+    /// [`Packing`]).
+    ///
+    /// # Panics
+    /// When `seq` is 0 (there is no last position).
+    pub fn forward_last_packed(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        positions: Tensor<B, 2, Int>,
+        bias: Tensor<B, 4>,
+        cache: Option<&mut KvCache<B>>,
+        packing: Option<&Packing<B>>,
+    ) -> Output<B> {
+        let x = self.hidden(tokens, positions, bias, cache, packing);
         let t = x.dims()[1];
         self.outputs(x.narrow(1, t - 1, 1))
     }
@@ -477,7 +519,25 @@ impl<B: Backend> PolicyModel<B> {
         cache: Option<&mut KvCache<B>>,
         rows: Tensor<B, 1, Int>,
     ) -> RowOutput<B> {
-        let x = fused::rms_norm(&self.norm, self.hidden(tokens, positions, bias, cache));
+        self.forward_rows_packed(tokens, positions, bias, cache, rows, None)
+    }
+
+    /// [`PolicyModel::forward_rows`] over a padded batch whose padding `packing` skips (see
+    /// [`Packing`]): the same logits and, at every token, the same values (0's value at the
+    /// padding).
+    pub fn forward_rows_packed(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        positions: Tensor<B, 2, Int>,
+        bias: Tensor<B, 4>,
+        cache: Option<&mut KvCache<B>>,
+        rows: Tensor<B, 1, Int>,
+        packing: Option<&Packing<B>>,
+    ) -> RowOutput<B> {
+        let x = fused::rms_norm(
+            &self.norm,
+            self.hidden(tokens, positions, bias, cache, packing),
+        );
         let [b, t, d] = x.dims();
         let flat = x.reshape([b * t, d]);
         let values = self.value_head.forward(flat.clone()).reshape([b, t]);
@@ -500,17 +560,27 @@ impl<B: Backend> PolicyModel<B> {
         }
     }
 
-    /// The decoder blocks' output before the final norm, `[batch, seq, d_model]`.
+    /// The decoder blocks' output before the final norm, `[batch, seq, d_model]` (zero at
+    /// the positions `packing` skips).
     fn hidden(
         &self,
         tokens: Tensor<B, 2, Int>,
         positions: Tensor<B, 2, Int>,
         bias: Tensor<B, 4>,
         mut cache: Option<&mut KvCache<B>>,
+        packing: Option<&Packing<B>>,
     ) -> Tensor<B, 3> {
-        let mut x = self.embed.forward(tokens); // [b, t, d]
+        let t = tokens.dims()[1];
+        let (tokens, positions) = match packing {
+            Some(p) => (p.pack_ints(tokens), p.pack_ints(positions)),
+            None => (tokens, positions),
+        };
+        let mut x = self.embed.forward(tokens); // [b, t, d], or [1, tokens, d] packed
         let Some(first) = self.blocks.first() else {
-            return x;
+            return match packing {
+                Some(p) => p.unpack(x),
+                None => x,
+            };
         };
         let rotary = Rotary::new(
             &positions,
@@ -523,7 +593,7 @@ impl<B: Backend> PolicyModel<B> {
             Some(c) if !c.is_empty() => {
                 // The layers' buffers may hold free slots after the new ones (see
                 // `LayerCache`): masked for every query.
-                c.reserve(x.dims()[1]);
+                c.reserve(t);
                 let [b, _, t, total] = bias.dims();
                 match c.capacity().checked_sub(total) {
                     Some(free) if free > 0 => {
@@ -541,9 +611,12 @@ impl<B: Backend> PolicyModel<B> {
         let bias = bias.repeat_dim(1, first.n_heads);
         for (i, block) in self.blocks.iter().enumerate() {
             let layer = cache.as_deref_mut().map(|c| c.layer(i));
-            x = block.forward(x, &rotary, &bias, layer);
+            x = block.forward(x, &rotary, &bias, layer, packing);
         }
-        x
+        match packing {
+            Some(p) => p.unpack(x),
+            None => x,
+        }
     }
 
     /// The final norm, the output projection and the value head over hidden states.

@@ -270,11 +270,14 @@ fn append_piece<B: Backend>(
         positions.extend(std::iter::repeat_n(0i64, pad).chain(start[r]..start[r] + p.len() as i64));
         valid[r].extend((0..width).map(|j| j >= pad));
     }
-    model.forward_last(
+    let lengths: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
+    let packing = crate::Packing::of_lengths(&lengths, width, true, device);
+    model.forward_last_packed(
         ints(tokens, [rows, width], device),
         ints(positions, [rows, width], device),
         crate::attention_bias(valid, width, device),
         Some(cache),
+        packing.as_ref(),
     )
 }
 

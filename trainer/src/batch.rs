@@ -3,6 +3,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+use sandgym_policy::Packing;
 
 use crate::advantage;
 use crate::config::{Algo, Credit, KlMode, OnEnvError, TrainConfig};
@@ -243,6 +244,9 @@ pub struct Tensors<B: Backend> {
     pub adv: Tensor<B, 2>,
     /// `[b, t]` value targets.
     pub returns: Tensor<B, 2>,
+    /// Where the rows' tokens are (right-padded to `t`), for a pass that skips the padding
+    /// ([`Packing`]); `None` when there is none.
+    pub packing: Option<Packing<B>>,
     /// Trainable tokens in the batch.
     pub tokens: usize,
 }
@@ -345,7 +349,9 @@ pub fn tensors_after<B: Backend>(
         row_bias.extend(std::iter::repeat_n(0.0, vocab));
     }
     let k = rows.len();
+    let lengths: Vec<usize> = (0..b).map(len).collect();
     Tensors {
+        packing: Packing::of_lengths(&lengths, t, false, device),
         inputs: ints(&|s| &s.inputs),
         positions: Tensor::from_data(TensorData::new(positions, [b, t]), device),
         bias,

@@ -409,12 +409,13 @@ fn forward_rows<B: Backend>(
     t: &Tensors<B>,
     cache: Option<&mut KvCache<B>>,
 ) -> RowOutput<B> {
-    model.forward_rows(
+    model.forward_rows_packed(
         t.inputs.clone(),
         t.positions.clone(),
         t.bias.clone(),
         cache,
         t.rows.clone(),
+        t.packing.as_ref(),
     )
 }
 

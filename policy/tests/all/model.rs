@@ -672,3 +672,90 @@ fn forward_rows_are_those_rows_of_a_full_forward_pass() {
         assert_eq!(none.values.dims(), [b, n]);
     }
 }
+
+/// Every float parameter's gradient, flattened, in the model's order.
+struct Grads<'a> {
+    grads: &'a <Train as burn::tensor::backend::AutodiffBackend>::Gradients,
+    out: Vec<Vec<f32>>,
+}
+
+impl burn::module::ModuleVisitor<Train> for Grads<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<Train, D>>) {
+        let g = param.val().grad(self.grads).map_or_else(Vec::new, |g| {
+            g.into_data().to_vec::<f32>().expect("f32 gradient")
+        });
+        self.out.push(g);
+    }
+}
+
+#[test]
+fn a_packed_pass_gives_the_padded_passes_logits_values_and_gradients() {
+    use burn::module::Module;
+    use sandgym_policy::Packing;
+    let device = select_device();
+    let model = config(300).init::<Train>(&device);
+    // Three episodes right-padded to 6, as a training pass lays them out.
+    let (b, n) = (3, 6);
+    let lengths = [6usize, 2, 4];
+    let ids: Vec<i64> = vec![4, 8, 15, 16, 23, 42, 7, 9, 0, 0, 0, 0, 3, 5, 11, 13, 0, 0];
+    let tokens =
+        || Tensor::<Train, 2, Int>::from_data(TensorData::new(ids.clone(), [b, n]), &device);
+    let positions = || {
+        Tensor::<Train, 1, Int>::arange(0..n as i64, &device)
+            .reshape([1, n])
+            .repeat_dim(0, b)
+    };
+    let valid: Vec<Vec<bool>> = vec![vec![true; n]; b];
+    let bias = || sandgym_policy::attention_bias::<Train>(&valid, n, &device);
+    let real: Vec<i64> = lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &l)| (0..l).map(move |j| (r * n + j) as i64))
+        .collect();
+    let rows =
+        || Tensor::<Train, 1, Int>::from_data(TensorData::new(real.clone(), [real.len()]), &device);
+    let packing = Packing::<Train>::of_lengths(&lengths, n, false, &device).expect("padding");
+    assert_eq!(packing.tokens(), 12);
+    let run = |packing: Option<&Packing<Train>>| {
+        let out = model.forward_rows_packed(tokens(), positions(), bias(), None, rows(), packing);
+        // A loss over every token's logits and value (weights so no two positions look alike).
+        let k = real.len();
+        let w = Tensor::<Train, 1, Int>::arange(0..(k * 300) as i64, &device)
+            .float()
+            .reshape([k, 300])
+            .div_scalar((k * 300) as f32);
+        let values = out.values.clone().reshape([b * n]).select(0, rows());
+        let loss = (out.logits.clone() * w).sum() + values.clone().sum();
+        let grads = loss.backward();
+        let mut visitor = Grads {
+            grads: &grads,
+            out: Vec::new(),
+        };
+        model.visit(&mut visitor);
+        let logits: Vec<f32> = out.logits.into_data().to_vec().unwrap();
+        let values: Vec<f32> = values.into_data().to_vec().unwrap();
+        (logits, values, visitor.out)
+    };
+    let (pl, pv, pg) = run(None);
+    let (ql, qv, qg) = run(Some(&packing));
+    let close = |a: &[f32], b: &[f32], what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}");
+        let scale = b.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-3);
+        for (x, y) in a.iter().zip(b) {
+            assert!(
+                (x - y).abs() <= 1e-4 * scale,
+                "{what}: packed {x} vs padded {y}"
+            );
+        }
+    };
+    close(&ql, &pl, "logits");
+    close(&qv, &pv, "values");
+    assert_eq!(qg.len(), pg.len());
+    assert!(
+        pg.iter().filter(|g| !g.is_empty()).count() > 10,
+        "gradients reach the weights"
+    );
+    for (i, (q, p)) in qg.iter().zip(&pg).enumerate() {
+        close(q, p, &format!("gradient of parameter {i}"));
+    }
+}
