@@ -401,6 +401,8 @@ impl<'m, B: Backend> Decoder<'m, B> {
         let batch = self.batch.as_mut().expect("running rows have a batch");
         let n = self.rows.len();
         let (mut tokens, mut positions) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // Rows that ended since the last compaction are fed nothing: the pass skips them.
+        let mut fed = Vec::with_capacity(n);
         for (i, row) in self.rows.iter_mut().enumerate() {
             let next = if row.ended {
                 None
@@ -410,17 +412,12 @@ impl<'m, B: Backend> Decoder<'m, B> {
             tokens.push(next.map_or(0, i64::from));
             positions.push(batch.next_pos[i]);
             batch.valid[i].push(next.is_some());
+            fed.push(next.is_some());
             if let Some(token) = next {
                 batch.next_pos[i] += 1;
                 row.fed.push(token);
             }
         }
-        // Rows that ended since the last compaction are fed nothing: skipped.
-        let fed: Vec<bool> = batch
-            .valid
-            .iter()
-            .map(|v| v.last() == Some(&true))
-            .collect();
         let packing = crate::Packing::new(n, 1, &fed, &self.device);
         let out = self.model.forward_packed(
             ints(tokens, [n, 1], &self.device),
