@@ -33,16 +33,10 @@ use burn::tensor::{Bytes, DType, Shape, Tensor, TensorPrimitive};
 use rayon::prelude::*;
 
 use crate::device::{Cpu, CpuTrain};
+use crate::vexp;
 
 /// Rows per parallel task: enough work per task to amortise rayon's dispatch on short rows.
 const MIN_TASK_ELEMS: usize = 16 * 1024;
-
-/// `exp` of `d <= 0`, flushing what would underflow to 0 without libm's slow underflow path
-/// (masked logits sit at -1e9).
-#[inline]
-fn exp_neg(d: f32) -> f32 {
-    if d < -88.0 { 0.0 } else { d.exp() }
-}
 
 /// The backend a tensor lives on, as far as this module cares.
 pub(crate) enum On<B: Backend> {
@@ -148,11 +142,8 @@ impl RowKernel for Softmax {
                 // A row that allows nothing: burn's composition gives NaN; keep it defined.
                 return;
             }
-            let mut s = 0.0f32;
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = exp_neg(x - m);
-                s += *y;
-            }
+            vexp::exp_shifted(x, m, y);
+            let s: f32 = y.iter().sum();
             let inv = 1.0 / s;
             y.iter_mut().for_each(|y| *y *= inv);
         })
@@ -180,7 +171,9 @@ impl RowKernel for LogSoftmax {
     fn forward(x: &[f32], width: usize) -> Vec<f32> {
         map_rows2(x, x, width, |x, _, y| {
             let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let s: f32 = x.iter().map(|&x| exp_neg(x - m)).sum();
+            // The exponentials in `y` first (one vectorised loop), then the output over them.
+            vexp::exp_shifted(x, m, y);
+            let s: f32 = y.iter().sum();
             let lse = m + s.ln();
             for (y, &x) in y.iter_mut().zip(x) {
                 *y = x - lse;
@@ -192,9 +185,7 @@ impl RowKernel for LogSoftmax {
     fn backward(y: &[f32], g: &[f32], width: usize) -> Vec<f32> {
         map_rows2(y, g, width, |y, g, dx| {
             let total: f32 = g.iter().sum();
-            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
-                *dx = g - exp_neg(y) * total;
-            }
+            vexp::log_softmax_grad(y, g, total, dx);
         })
     }
 
@@ -261,32 +252,14 @@ pub fn log_softmax_last<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B
 
 // --- SwiGLU: silu(a) * b ---------------------------------------------------------------------
 
-#[inline]
-fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + exp_neg(-x))
-    } else {
-        let e = exp_neg(x);
-        e / (1.0 + e)
-    }
-}
-
-/// `out[i] = f(a[i], b[i])` over every element, in parallel.
-fn map_elems2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+/// `silu(a[i]) · b[i]` over every element, in parallel.
+fn swiglu_rows(a: &[f32], b: &[f32]) -> Vec<f32> {
     let mut out = vec![0.0f32; a.len()];
     out.par_chunks_mut(MIN_TASK_ELEMS)
         .zip(a.par_chunks(MIN_TASK_ELEMS))
         .zip(b.par_chunks(MIN_TASK_ELEMS))
-        .for_each(|((o, a), b)| {
-            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-                *o = f(a, b);
-            }
-        });
+        .for_each(|((o, a), b)| vexp::swiglu(a, b, o));
     out
-}
-
-fn swiglu_rows(a: &[f32], b: &[f32]) -> Vec<f32> {
-    map_elems2(a, b, |a, b| a * sigmoid(a) * b)
 }
 
 #[derive(Debug)]
@@ -310,16 +283,11 @@ impl Backward<Cpu, 2> for SwigluBackward {
                     b.par_chunks(MIN_TASK_ELEMS)
                         .zip(g.par_chunks(MIN_TASK_ELEMS)),
                 )
-                .for_each(|((d, a), (b, g))| {
-                    for (((d, &a), &b), &g) in d.iter_mut().zip(a).zip(b).zip(g) {
-                        let s = sigmoid(a);
-                        *d = g * b * s * (1.0 + a * (1.0 - s));
-                    }
-                });
+                .for_each(|((d, a), (b, g))| vexp::swiglu_grad_gate(a, b, g, d));
             grads.register::<Cpu>(pa.id, tensor(da, shape.clone()));
         }
         if let Some(pb) = pb {
-            let db = map_elems2(a, g, |a, g| g * a * sigmoid(a));
+            let db = swiglu_rows(a, g);
             grads.register::<Cpu>(pb.id, tensor(db, shape));
         }
     }

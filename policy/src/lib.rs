@@ -40,6 +40,7 @@ pub mod pretrained;
 mod sample;
 mod template;
 mod tokenizer;
+mod vexp;
 
 pub use attention::{attention_bias, causal_bias};
 pub use cache::{KvCache, LayerCache, SeqCache, constant_cache};
