@@ -33,12 +33,12 @@ pub fn exp_neg(d: f32) -> f32 {
     // The rounded n as an integer: the low bits of t's mantissa.
     let k = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
     let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_2e-4_f32;
+    let mut p = 1.987_569_3e-4_f32;
     p = p * r + 1.398_199_9e-3;
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 1.666_666_6e-1;
+    p = p * r + 0.5;
     let e = p * r * r + r + 1.0;
     let scale = f32::from_bits((k.wrapping_add(127) << 23) as u32);
     if d < FLUSH { 0.0 } else { e * scale }
