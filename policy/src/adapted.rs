@@ -123,7 +123,8 @@ impl<B: Backend> PolicyModel<B> {
             ];
             for (target, lin) in LoraTarget::ALL.iter().zip(lins) {
                 if let Some(a) = adapters.get(*target) {
-                    let merged = lin.weight.val() + a.delta();
+                    let merged =
+                        crate::fused::add_low_rank(lin.weight.val(), a.a.val(), a.b.val(), a.scale);
                     lin.weight = Param::from_tensor(merged);
                 }
             }

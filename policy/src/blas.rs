@@ -241,6 +241,37 @@ impl Blas {
         // Not zeroed first: with beta = 0 sgemm writes every element of C without reading it
         // (zeroing the outputs was 4% of a forward+backward pass).
         let mut c: Vec<f32> = Vec::with_capacity(m * n);
+        self.gemm_into(a, b, [m, n, k], 1.0, &mut c, false);
+        c
+    }
+
+    /// `c = alpha · op(a) · op(b) + (accumulate ? c : 0)` for `[m, k] × [k, n]`, `c` left
+    /// `m × n` long (it must hold that many elements already when `accumulate`).
+    fn gemm_into(
+        &self,
+        a: &Operand,
+        b: &Operand,
+        [m, n, k]: [usize; 3],
+        alpha: f32,
+        c: &mut Vec<f32>,
+        accumulate: bool,
+    ) {
+        if m == 0 || n == 0 || k == 0 {
+            if !accumulate {
+                c.clear();
+                c.resize(m * n, 0.0);
+            }
+            return;
+        }
+        assert!(
+            !accumulate || c.len() == m * n,
+            "blas: the accumulator holds {} elements, not {m} x {n}",
+            c.len()
+        );
+        if !accumulate {
+            c.clear();
+        }
+        c.reserve(m * n - c.len());
         let fits = |o: &Operand, rows: usize, cols: usize| {
             // Row-major `rows x cols` (or its transpose stored as `cols x rows`).
             let (outer, inner) = if o.trans { (cols, rows) } else { (rows, cols) };
@@ -252,8 +283,9 @@ impl Blas {
             "blas: operands do not cover their shapes"
         );
         // SAFETY: `a` holds `m x k` (`b`: `k x n`) row-major elements at its leading dimension,
-        // checked above, and `c` has room for `m x n`; sgemm reads and writes only those, and
-        // with beta = 0 it writes every element of `c`, which makes `set_len` sound.
+        // checked above, and `c` has room for `m x n` (initialised when accumulating, checked
+        // above); sgemm reads and writes only those, and with beta = 0 it writes every
+        // element of `c` without reading it, which makes `set_len` sound.
         unsafe {
             (self.sgemm)(
                 ROW_MAJOR,
@@ -262,18 +294,17 @@ impl Blas {
                 m as c_int,
                 n as c_int,
                 k as c_int,
-                1.0,
+                alpha,
                 a.data.as_ptr(),
                 a.ld as c_int,
                 b.data.as_ptr(),
                 b.ld as c_int,
-                0.0,
+                if accumulate { 1.0 } else { 0.0 },
                 c.as_mut_ptr(),
                 n as c_int,
             );
             c.set_len(m * n);
         }
-        c
     }
 
     /// `a · b` for `[m, k]` and `[k, n]` CPU tensors.
@@ -283,6 +314,30 @@ impl Blas {
         let (mut sa, mut sb) = (None, None);
         let c = self.gemm(&Operand::of(a, &mut sa), &Operand::of(b, &mut sb), m, n, k);
         out(c, [m, n])
+    }
+
+    /// `c + alpha · a · b` for `[m, n]`, `[m, k]` and `[k, n]` CPU tensors, in one product
+    /// that accumulates into a copy of `c`: a LoRA adapter folded into its weight reads and
+    /// writes the weight's size once, instead of a full-size product, a scaling and a sum.
+    pub(crate) fn add_product(
+        &self,
+        c: FlexTensor,
+        a: &FlexTensor,
+        b: &FlexTensor,
+        alpha: f32,
+    ) -> FlexTensor {
+        let (m, k) = (a.layout().shape()[0], a.layout().shape()[1]);
+        let n = b.layout().shape()[1];
+        assert_eq!(
+            c.layout().shape().as_ref(),
+            [m, n],
+            "blas: add_product's accumulator is not [m, n]"
+        );
+        let mut acc = crate::fused::contiguous(c).storage::<f32>()[..m * n].to_vec();
+        let (mut sa, mut sb) = (None, None);
+        let (oa, ob) = (Operand::of(a, &mut sa), Operand::of(b, &mut sb));
+        self.gemm_into(&oa, &ob, [m, n, k], alpha, &mut acc, true);
+        out(acc, [m, n])
     }
 
     /// The gradients of `a · b` given the output's `g`: `g · bᵀ` and `aᵀ · g`.
@@ -392,6 +447,26 @@ mod tests {
                     a.clone().transpose().matmul(g),
                     &format!("{what} rhs gradient"),
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_product_added_into_a_copy_matches_burn_and_leaves_the_original() {
+        let blas = openblas();
+        let d = Default::default();
+        let r = |shape: [usize; 2]| Tensor::<Cpu, 2>::random(shape, Distribution::Default, &d);
+        for (m, k, n) in [(7, 5, 3), (1, 9, 4), (6, 1, 8), (33, 16, 17), (5, 0, 4)] {
+            // A row-major weight and a transposed view of one (copied to row-major first).
+            for (i, c) in [r([m, n]), r([n, m]).transpose()].into_iter().enumerate() {
+                let (a, b) = (r([m, k]), r([k, n]));
+                let before: Vec<f32> = c.clone().into_data().to_vec().unwrap();
+                let got =
+                    blas.add_product(flex(c.clone()), &flex(a.clone()), &flex(b.clone()), 2.5);
+                let want = c.clone() + a.matmul(b).mul_scalar(2.5);
+                close(got, want, &format!("{m}x{k}x{n} accumulator {i}"));
+                let after: Vec<f32> = c.into_data().to_vec().unwrap();
+                assert_eq!(before, after, "the accumulated copy, not the weight itself");
             }
         }
     }

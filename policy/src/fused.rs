@@ -453,6 +453,40 @@ pub fn matmul<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tensor<B, 2> {
     }
 }
 
+/// `w + scale · a · b`: a low-rank update folded into a weight (a LoRA adapter's `A`, `B`
+/// and `alpha / r`). Without gradient tracking and with a BLAS, one product accumulates into
+/// a copy of `w` ([`crate::blas`]); otherwise burn's product, scaling and sum.
+///
+/// # Shapes
+/// - `w`: `[m, n]`, `a`: `[m, r]`, `b`: `[r, n]`; returns `[m, n]`
+pub fn add_low_rank<B: Backend>(
+    w: Tensor<B, 2>,
+    a: Tensor<B, 2>,
+    b: Tensor<B, 2>,
+    scale: f64,
+) -> Tensor<B, 2> {
+    let composed =
+        |w: Tensor<B, 2>, a: Tensor<B, 2>, b: Tensor<B, 2>| w + a.matmul(b).mul_scalar(scale);
+    let blas = crate::blas::get();
+    if blas.is_none() || TypeId::of::<B>() != TypeId::of::<Cpu>() {
+        return composed(w, a, b);
+    }
+    let [m, n] = w.dims();
+    assert!(
+        a.dims() == [m, a.dims()[1]] && b.dims() == [a.dims()[1], n],
+        "add_low_rank: [m, n] + [m, r] x [r, n] expected, got {:?} + {:?} x {:?}",
+        w.dims(),
+        a.dims(),
+        b.dims()
+    );
+    match (classify(w), classify(a), classify(b), blas) {
+        (On::Infer(w), On::Infer(a), On::Infer(b), Some(blas)) => {
+            back(blas.add_product(w, &a, &b, scale as f32))
+        }
+        _ => unreachable!("the backend was checked to be the CPU one, and the BLAS to be loaded"),
+    }
+}
+
 /// burn's `Linear::forward` on `[rows, d_in]` rows, its product through [`matmul`].
 pub fn linear<B: Backend>(lin: &burn::nn::Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let y = matmul(x, lin.weight.val());
