@@ -49,51 +49,111 @@ pub fn compare<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<Comparison> {
-    let mut c = play_policy::<B>(dir, env, split, episodes, settings, wasm, device)?;
-    c.baseline = match crate::registry::baseline(&env.id()?) {
-        Some(_) => {
-            let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
-            Some(eval_report(&baseline_episodes(env, seeds, &options)?))
-        }
-        None => None,
-    };
-    Ok(c)
+    Rows::new(env, split, episodes, settings, wasm).compare::<B>(dir, device)
 }
 
-/// [`compare`] without the baseline: the policy alone on the same episodes, for a row beside
-/// one that has it.
-fn play_policy<B: BurnBackend>(
-    dir: &Path,
-    env: &EnvTarget,
+/// The rows of one table: the env, the episodes and the rollout shape every row is played
+/// with, and the envs themselves once the first row has made them. Each later row plays on
+/// the same envs ([`RolloutEngine::retarget`]) instead of making them again: for the SQL
+/// agent's main job, 64 sandboxed envs that each generate the curriculum's 20 databases
+/// took 8-13 s per row.
+struct Rows<'a> {
+    env: &'a EnvTarget,
     split: Split,
     episodes: Option<usize>,
-    settings: &RolloutSettings,
+    settings: &'a RolloutSettings,
     wasm: bool,
-    device: &B::Device,
-) -> anyhow::Result<Comparison> {
-    let loaded = load::model::<B>(&dir.display().to_string(), device)?;
-    let (model, tokenizer) = (loaded.model.for_inference(), loaded.tokenizer);
-    let mut settings = *settings;
-    if loaded.info.format != "checkpoint" {
-        settings.max_context = loaded.config.context_length;
+    engine: Option<RolloutEngine>,
+}
+
+impl<'a> Rows<'a> {
+    fn new(
+        env: &'a EnvTarget,
+        split: Split,
+        episodes: Option<usize>,
+        settings: &'a RolloutSettings,
+        wasm: bool,
+    ) -> Self {
+        Self {
+            env,
+            split,
+            episodes,
+            settings,
+            wasm,
+            engine: None,
+        }
     }
-    let backend = if wasm { Backend::Wasm } else { Backend::Native };
-    let (seeds, options) = eval_plan(env.spec()?.tasks, split, episodes, DEFAULT_EPISODES);
-    let clock = std::time::Instant::now();
-    let envs = env_batch(env, backend, eval_envs(&settings, seeds.len()))?;
-    let making = clock.elapsed().as_secs_f64();
-    let mut engine = RolloutEngine::new(envs, 2, tokenizer, settings)?;
-    let (mut policy, played) = evaluate(&mut engine, &model, device, &seeds, &options, 0.0)?;
-    if let Some(t) = policy.timing.as_mut() {
-        t.make_envs_seconds = making;
+
+    /// [`compare`]'s row: the policy in `dir` and the baseline on the same episodes.
+    fn compare<B: BurnBackend>(
+        &mut self,
+        dir: &Path,
+        device: &B::Device,
+    ) -> anyhow::Result<Comparison> {
+        let mut c = self.play::<B>(dir, device)?;
+        c.baseline = match crate::registry::baseline(&self.env.id()?) {
+            Some(_) => {
+                let (seeds, options) = self.plan()?;
+                Some(eval_report(&baseline_episodes(self.env, seeds, &options)?))
+            }
+            None => None,
+        };
+        Ok(c)
     }
-    Ok(Comparison {
-        policy,
-        baseline: None,
-        played,
-        options,
-        tokenizer: engine.tokenizer().clone(),
-    })
+
+    fn plan(&self) -> anyhow::Result<(Vec<u64>, crate::env_api::ResetOptions)> {
+        Ok(eval_plan(
+            self.env.spec()?.tasks,
+            self.split,
+            self.episodes,
+            DEFAULT_EPISODES,
+        ))
+    }
+
+    /// [`Rows::compare`] without the baseline: the policy alone on the same episodes, for a
+    /// row beside one that has it.
+    fn play<B: BurnBackend>(
+        &mut self,
+        dir: &Path,
+        device: &B::Device,
+    ) -> anyhow::Result<Comparison> {
+        let loaded = load::model::<B>(&dir.display().to_string(), device)?;
+        let (model, tokenizer) = (loaded.model.for_inference(), loaded.tokenizer);
+        let mut settings = *self.settings;
+        if loaded.info.format != "checkpoint" {
+            settings.max_context = loaded.config.context_length;
+        }
+        let (seeds, options) = self.plan()?;
+        let at_once = eval_envs(&settings, seeds.len());
+        let clock = std::time::Instant::now();
+        let engine = match &mut self.engine {
+            Some(engine) if engine.capacity() == at_once => {
+                engine.retarget(tokenizer, settings)?;
+                engine
+            }
+            slot => {
+                let backend = if self.wasm {
+                    Backend::Wasm
+                } else {
+                    Backend::Native
+                };
+                let envs = env_batch(self.env, backend, at_once)?;
+                slot.insert(RolloutEngine::new(envs, 2, tokenizer, settings)?)
+            }
+        };
+        let making = clock.elapsed().as_secs_f64();
+        let (mut policy, played) = evaluate(engine, &model, device, &seeds, &options, 0.0)?;
+        if let Some(t) = policy.timing.as_mut() {
+            t.make_envs_seconds = making;
+        }
+        Ok(Comparison {
+            policy,
+            baseline: None,
+            played,
+            options,
+            tokenizer: engine.tokenizer().clone(),
+        })
+    }
 }
 
 /// Two policies and the baseline on the same episodes, with the paired test of B against A.
@@ -124,8 +184,9 @@ pub fn compare_pair<B: BurnBackend>(
     wasm: bool,
     device: &B::Device,
 ) -> anyhow::Result<PairedComparison> {
-    let a = play_policy::<B>(dirs[0], env, split, episodes, settings, wasm, device)?;
-    let b = compare::<B>(dirs[1], env, split, episodes, settings, wasm, device)?;
+    let mut rows = Rows::new(env, split, episodes, settings, wasm);
+    let a = rows.play::<B>(dirs[0], device)?;
+    let b = rows.compare::<B>(dirs[1], device)?;
     let paired = Paired::of(&a.policy.outcomes, &b.policy.outcomes)?;
     Ok(PairedComparison {
         a_dir: dirs[0].to_path_buf(),
@@ -205,17 +266,8 @@ pub fn closing<B: BurnBackend>(
     let target = run.run.target();
     let settings = crate::trainer::rollout_settings(&run.train);
     let wasm = run.run.backend == crate::Backend::Wasm;
-    let eval =
-        |dir: &Path| play_policy::<B>(dir, &target, split, episodes, &settings, wasm, device);
-    let trained = compare::<B>(
-        &RunDir::new(out).policy(),
-        &target,
-        split,
-        episodes,
-        &settings,
-        wasm,
-        device,
-    )?;
+    let mut table = Rows::new(&target, split, episodes, &settings, wasm);
+    let trained = table.compare::<B>(&RunDir::new(out).policy(), device)?;
     // The episodes the table counts, for the dashboard.
     crate::trainer::write_episode_log(
         out,
@@ -225,13 +277,17 @@ pub fn closing<B: BurnBackend>(
         &trained.tokenizer,
     )?;
     let zero_shot = if rows.zero_shot && run.run.pretrained() {
-        Some(eval(Path::new(&run.run.model.to_string()))?.policy)
+        Some(
+            table
+                .play::<B>(Path::new(&run.run.model.to_string()), device)?
+                .policy,
+        )
     } else {
         None
     };
     let sft_dir = RunDir::new(out).sft();
     let sft = if rows.sft && sft_dir.config().is_file() {
-        Some(eval(sft_dir.path())?.policy)
+        Some(table.play::<B>(sft_dir.path(), device)?.policy)
     } else {
         None
     };

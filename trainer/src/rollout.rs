@@ -211,6 +211,24 @@ impl RolloutEngine {
         })
     }
 
+    /// The same envs, played from now on by a model with `tokenizer` under `settings` (the
+    /// tool-call grammar built again for it): the rows of one evaluation table (a
+    /// pretrained model zero-shot, its SFT start, the trained policy) play their episodes on
+    /// one batch of envs instead of making it again for each, which for a sandboxed env
+    /// with a generated curriculum costs seconds per row. Each episode starts from its own
+    /// reset, so the outcomes are those of fresh envs.
+    pub fn retarget(&mut self, tokenizer: Tokenizer, settings: RolloutSettings) -> Result<()> {
+        self.grammar = Arc::new(ToolCallGrammar::for_spec(
+            &tokenizer,
+            &self.spec,
+            settings.limits,
+        )?);
+        self.episode_grammars.clear();
+        self.tokenizer = tokenizer;
+        self.settings = settings;
+        Ok(())
+    }
+
     /// The number of envs (the most episodes played at once).
     pub fn capacity(&self) -> usize {
         self.envs.len()

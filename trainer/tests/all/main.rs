@@ -128,6 +128,11 @@ impl Env for PickTool {
 
 /// A tokenizer for [`PickTool`] text.
 pub fn pick_tokenizer() -> Tokenizer {
+    pick_tokenizer_of(300)
+}
+
+/// A tokenizer for [`PickTool`] text with a vocabulary of `size`.
+pub fn pick_tokenizer_of(size: usize) -> Tokenizer {
     let env = PickTool::new();
     let mut lines = vec![tool_list(&env.spec().tools)];
     for c in COLOURS {
@@ -136,7 +141,7 @@ pub fn pick_tokenizer() -> Tokenizer {
             r#"{{"thought":"","action":{{"tool_name":"{c}","parameters":{{}}}}}}"#
         ));
     }
-    Tokenizer::train(lines.into_iter().cycle().take(200), 300).unwrap()
+    Tokenizer::train(lines.into_iter().cycle().take(200), size).unwrap()
 }
 
 /// A very small policy.

@@ -444,3 +444,53 @@ fn an_evaluation_plays_its_episodes_in_chunks_of_eval_at_once_with_the_same_outc
     assert!(timing.per_episode(seeds.len()) > 0.0);
     assert_eq!(timing.per_episode(0), 0.0);
 }
+
+#[test]
+fn an_engine_retargeted_to_another_model_plays_as_a_fresh_one_on_its_envs() {
+    // The rows of one evaluation table play on one batch of envs: a model with another
+    // tokenizer (another vocabulary, so another grammar) and other settings, after a first
+    // model played on them, gives exactly the episodes a fresh engine gives it.
+    let (tok_a, tok_b) = (crate::pick_tokenizer(), crate::pick_tokenizer_of(280));
+    assert_ne!(tok_a.vocab_size(), tok_b.vocab_size());
+    let device = sandgym_policy::select_device();
+    let model_a = crate::seeded::<Cpu>(&crate::tiny(tok_a.vocab_size()), 5);
+    let model_b = crate::seeded::<Cpu>(&crate::tiny(tok_b.vocab_size()), 6);
+    let seeds: Vec<u64> = (400..405).collect();
+    let settings_b = RolloutSettings {
+        max_new_tokens: 60,
+        ..settings()
+    };
+    let envs = || (0..seeds.len()).map(|_| ThreeCalls::boxed()).collect();
+    let play = |engine: &mut RolloutEngine, model| {
+        evaluate(
+            engine,
+            model,
+            &device,
+            &seeds,
+            &ResetOptions::default(),
+            0.0,
+        )
+        .unwrap()
+        .1
+    };
+    let mut shared = RolloutEngine::new(envs(), 2, tok_a, settings()).unwrap();
+    let first = play(&mut shared, &model_a);
+    assert!(
+        first
+            .iter()
+            .all(|e| e.error.is_none() && !e.turns.is_empty())
+    );
+    shared.retarget(tok_b.clone(), settings_b).unwrap();
+    assert_eq!(shared.tokenizer().vocab_size(), tok_b.vocab_size());
+    let again = play(&mut shared, &model_b);
+    let fresh = play(
+        &mut RolloutEngine::new(envs(), 2, tok_b, settings_b).unwrap(),
+        &model_b,
+    );
+    assert_eq!(again.len(), seeds.len());
+    for (a, f) in again.iter().zip(&fresh) {
+        assert!(a.error.is_none(), "{:?}", a.error);
+        assert_eq!((a.seed, &a.tokens), (f.seed, &f.tokens));
+        assert_eq!(a.total_reward(), f.total_reward());
+    }
+}
