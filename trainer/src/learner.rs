@@ -246,15 +246,12 @@ impl<B: AutodiffBackend> Learner<B> {
                 });
             }
             if let Some(reference) = reference {
-                let (out, t, offsets) = pass(
-                    reference,
-                    &refs,
-                    self.passes.detach_prompt,
-                    self.vocab,
-                    &device,
-                    || reference.clone(),
-                    |c| c,
-                );
+                let prompts =
+                    prefill_prompts(&refs, self.passes.detach_prompt, &device, || {
+                        reference.clone()
+                    });
+                let (out, t, offsets) =
+                    pass_after(reference, &refs, prompts, self.vocab, &device, |c| c);
                 let lp = target_logprobs(out.logits, &t, temperature);
                 back(lp, &offsets, &mut |_, v| ref_logp.push(v));
             }
@@ -269,23 +266,42 @@ impl<B: AutodiffBackend> Learner<B> {
 
     /// The trained model's pass over `part`, with gradient (from the first action on when the
     /// prompt is detached).
-    /// One pass over `part`; with the prompt detached, its prefill runs on `frozen`: the
-    /// model without gradient tracking and with its adapters merged, made on the step's
-    /// first pass and kept for the others (the weights change only when the step ends, and
-    /// merging the adapters into every projection costs a quarter of a second for
-    /// SmolLM2-135M).
+    /// The minibatch `samples` in its passes ([`Learner::parts`]), each with its prompts
+    /// encoded without gradient where the prompt is detached. Every pass's prompts are
+    /// encoded before the first gradient pass, all by one copy of the model with its
+    /// adapters folded into the weights, which is then dropped: folding costs a tenth of a
+    /// second for SmolLM2-135M (made for each pass, it was a quarter of the support agent's
+    /// SFT step), and holding the folded copy through the gradient passes would hold 0.43 GB
+    /// where the passes' prompt caches hold a fraction of that.
+    fn prepared<'a>(
+        &self,
+        samples: &[&'a Sample],
+    ) -> Vec<(Vec<&'a Sample>, Prompts<B::InnerBackend>)> {
+        let frozen = OnceCell::new();
+        self.parts(samples)
+            .into_iter()
+            .map(|part| {
+                let prompts =
+                    prefill_prompts(&part, self.passes.detach_prompt, &self.device, || {
+                        frozen.get_or_init(|| self.inference_model()).clone()
+                    });
+                (part, prompts)
+            })
+            .collect()
+    }
+
+    /// The trained model's pass over `part` with gradient, from `prompts`.
     fn train_pass(
         &self,
         part: &[&Sample],
-        frozen: &OnceCell<PolicyModel<B::InnerBackend>>,
+        prompts: Prompts<B::InnerBackend>,
     ) -> (RowOutput<B>, Tensors<B>) {
-        let (out, t, _) = pass(
+        let (out, t, _) = pass_after(
             &self.model,
             part,
-            self.passes.detach_prompt,
+            prompts,
             self.vocab,
             &self.device,
-            || frozen.get_or_init(|| self.inference_model()).clone(),
             constant_cache::<B>,
         );
         (out, t)
@@ -305,9 +321,8 @@ impl<B: AutodiffBackend> Learner<B> {
         };
         let share =
             |l: Tensor<B, 2>, m: Tensor<B, 2>| scalar((l * m).sum()) / whole.tokens.max(1.0);
-        let frozen = OnceCell::new();
-        for part in self.parts(samples) {
-            let (out, t) = self.train_pass(&part, &frozen);
+        for (part, prompts) in self.prepared(samples) {
+            let (out, t) = self.train_pass(&part, prompts);
             let rows = row_log_softmax(out.logits, &t, config.rollout.temperature);
             let logp = picked(rows.clone(), &t);
             let (pg, clipped) = ppo_loss(
@@ -365,9 +380,8 @@ impl<B: AutodiffBackend> Learner<B> {
         let whole = Whole::of(samples);
         let mut acc = GradientsAccumulator::<PolicyModel<B>>::new();
         let mut total = 0.0;
-        let frozen = OnceCell::new();
-        for part in self.parts(samples) {
-            let (out, t) = self.train_pass(&part, &frozen);
+        for (part, prompts) in self.prepared(samples) {
+            let (out, t) = self.train_pass(&part, prompts);
             let logp = target_logprobs(out.logits, &t, 1.0);
             let loss = (logp * t.mask)
                 .sum()
@@ -432,25 +446,28 @@ fn forward_rows<B: Backend>(
     )
 }
 
-/// The forward pass of `samples` through `model`, with the tensors it was given and each
-/// row's offset: all of every sample in one pass, or, with `detach` (and a prompt in every
-/// sample), the prompts first — each shared prefix once, through `inner` (the model without
-/// gradient tracking, on `I`), with no gradient — and the rest from their cache (`constant`
-/// turns it into `model`'s backend).
-fn pass<B: Backend, I: Backend<Device = B::Device>>(
-    model: &PolicyModel<B>,
+/// The prompts of a pass encoded without gradient: the keys and values of each sample's
+/// prompt (every token before its first real choice), each shared prefix once, and each
+/// sample's offset (where its gradient pass starts); `None` where the pass runs whole.
+struct Prompts<I: Backend> {
+    encoded: Option<(KvCache<I>, Vec<Vec<bool>>)>,
+    offsets: Vec<usize>,
+}
+
+/// The prompts of `samples` encoded through `inner` (the model without gradient tracking, on
+/// `I`) when `detach` asks for it and every sample has one; otherwise nothing is encoded.
+fn prefill_prompts<I: Backend>(
     samples: &[&Sample],
     detach: bool,
-    vocab: usize,
-    device: &B::Device,
+    device: &I::Device,
     inner: impl FnOnce() -> PolicyModel<I>,
-    constant: impl FnOnce(KvCache<I>) -> KvCache<B>,
-) -> (RowOutput<B>, Tensors<B>, Vec<usize>) {
+) -> Prompts<I> {
     let offsets: Vec<usize> = samples.iter().map(|s| context_len(s)).collect();
     if !detach || offsets.contains(&0) {
-        let t = tensors::<B>(samples, vocab, device);
-        let out = forward_rows(model, &t, None);
-        return (out, t, vec![0; samples.len()]);
+        return Prompts {
+            encoded: None,
+            offsets: vec![0; samples.len()],
+        };
     }
     let prompts: Vec<Vec<u32>> = samples
         .iter()
@@ -458,8 +475,31 @@ fn pass<B: Backend, I: Backend<Device = B::Device>>(
         .map(|(s, &o)| s.inputs[..o].iter().map(|&t| t as u32).collect())
         .collect();
     let pre = prefill(&inner(), &prompts, device);
-    let mut cache = constant(pre.cache);
-    let t = tensors_after::<B>(samples, &offsets, Some(&pre.valid), vocab, device);
+    Prompts {
+        encoded: Some((pre.cache, pre.valid)),
+        offsets,
+    }
+}
+
+/// The forward pass of `samples` through `model`, with the tensors it was given and each
+/// row's offset: all of every sample in one pass, or the rest after `prompts` from their
+/// cache (`constant` turns it into `model`'s backend).
+fn pass_after<B: Backend, I: Backend>(
+    model: &PolicyModel<B>,
+    samples: &[&Sample],
+    prompts: Prompts<I>,
+    vocab: usize,
+    device: &B::Device,
+    constant: impl FnOnce(KvCache<I>) -> KvCache<B>,
+) -> (RowOutput<B>, Tensors<B>, Vec<usize>) {
+    let Prompts { encoded, offsets } = prompts;
+    let Some((cache, valid)) = encoded else {
+        let t = tensors::<B>(samples, vocab, device);
+        let out = forward_rows(model, &t, None);
+        return (out, t, offsets);
+    };
+    let mut cache = constant(cache);
+    let t = tensors_after::<B>(samples, &offsets, Some(&valid), vocab, device);
     let out = forward_rows(model, &t, Some(&mut cache));
     (out, t, offsets)
 }

@@ -205,3 +205,45 @@ fn detached_micro_batches_in_prompt_order_take_the_step_of_one_pass() {
     assert!((a - b).abs() < 1e-5, "sft loss {a} vs {b}");
     assert!(max_diff(&outputs(&whole, &data), &outputs(&parts, &data)) < 1e-3);
 }
+
+#[test]
+fn detached_prompts_are_encoded_with_the_adapters_of_the_step_that_uses_them() {
+    // A LoRA policy's detached prompts are encoded by a copy with its adapters folded in,
+    // made for each step (once, for all of the step's passes): after a step has moved the
+    // adapters, the next step's loss is that of a full pass at the new weights.
+    let tok = crate::pick_tokenizer();
+    let data = samples(&tok);
+    let refs: Vec<&Sample> = [0, 3, 1, 0, 3, 1, 2, 2].iter().map(|&i| &data[i]).collect();
+    let lora = sandgym_policy::LoraConfig {
+        rank: 4,
+        alpha: 8.0,
+        targets: sandgym_policy::LoraTarget::ALL.to_vec(),
+    };
+    let model = crate::seeded::<CpuTrain>(&crate::tiny(tok.vocab_size()), 5)
+        .with_lora(&lora, &Default::default());
+    let passes = Passes {
+        detach_prompt: true,
+        micro_batch: 3,
+    };
+    let mut detached = Learner::new(model, tok.vocab_size(), 1.0, Default::default())
+        .with_passes(passes);
+    let before = outputs(&detached, &data);
+    for step in 0..3 {
+        let whole = Learner::new(
+            detached.model.clone(),
+            tok.vocab_size(),
+            1.0,
+            Default::default(),
+        )
+        .sft_step(&refs, 0.0);
+        let loss = detached.sft_step(&refs, 5e-2);
+        assert!(
+            (loss - whole).abs() < 1e-5,
+            "step {step}: detached loss {loss} vs a full pass's {whole}"
+        );
+    }
+    assert!(
+        max_diff(&before, &outputs(&detached, &data)) > 1e-3,
+        "the steps moved the adapters"
+    );
+}
