@@ -101,11 +101,10 @@ impl Row {
                     break;
                 }
                 m.consume(token)?;
-                let mut only = vec![false; vocab];
-                only[token as usize] = true;
                 s.tokens.push(token);
                 s.logprobs.push(0.0);
-                s.allowed.push(Some(only));
+                s.allowed
+                    .push(Some(crate::TokenMask::only(token as usize, vocab)));
                 s.finished = m.is_finished();
                 fed.push(token);
             }
@@ -134,7 +133,8 @@ impl Row {
         let s = &mut self.sampled;
         s.tokens.push(token);
         s.logprobs.push(lp as f32);
-        s.allowed.push(mask);
+        s.allowed
+            .push(mask.as_deref().map(crate::TokenMask::from_bools));
         self.queued.push_back(token);
         match self.constraint.as_mut() {
             Some(m) => {

@@ -34,7 +34,7 @@ pub struct Episode {
     pub logprobs: Vec<f32>,
     /// Per token: the constraint's allowed set when it was sampled (`None`: not generated or
     /// unconstrained).
-    pub allowed: Vec<Option<Vec<bool>>>,
+    pub allowed: Vec<Option<crate::TokenMask>>,
     /// The policy turns.
     pub turns: Vec<Turn>,
     /// How the episode ended (`Truncated` also when it ran out of turns, tokens or context).

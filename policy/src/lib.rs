@@ -39,6 +39,7 @@ mod prefix_cache;
 pub mod pretrained;
 mod sample;
 mod template;
+mod token_mask;
 mod tokenizer;
 mod vexp;
 
@@ -65,4 +66,5 @@ pub use sample::{
     generate_with, masked_log_softmax, replay_masks, sequence_logprobs,
 };
 pub use template::{Rendered, Template, canonical_json, tool_list};
+pub use token_mask::TokenMask;
 pub use tokenizer::{ChatFormat, Role, SPECIAL_TOKENS, Tokenizer};

@@ -8,7 +8,7 @@ use crate::cache::SeqCache;
 use crate::decoder::{Decoder, RowRequest};
 use crate::model::PolicyModel;
 use crate::prefill::{PREFILL_SCORES, ints, prefill, prefill_continuing};
-use crate::{Result, ToolCallMatcher};
+use crate::{Result, TokenMask, ToolCallMatcher};
 
 /// Sampling settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,7 +48,7 @@ pub struct Sampled {
     pub finished: bool,
     /// For each sampled token, the tokens the constraint allowed at that point (`None` when
     /// the row had no constraint). Training recomputes log-probs under these same masks.
-    pub allowed: Vec<Option<Vec<bool>>>,
+    pub allowed: Vec<Option<TokenMask>>,
 }
 
 /// A row-major float matrix pulled off the device.
@@ -355,7 +355,7 @@ pub fn replay_masks(
     matcher: &mut ToolCallMatcher,
     tokens: &[u32],
     vocab: usize,
-) -> Result<Vec<Option<Vec<bool>>>> {
+) -> Result<Vec<Option<TokenMask>>> {
     let mut pending = std::collections::VecDeque::new();
     let mut out = Vec::with_capacity(tokens.len());
     for &token in tokens {
@@ -375,9 +375,7 @@ pub fn replay_masks(
                     reason: format!("the grammar forces token {forced} here"),
                 });
             }
-            let mut only = vec![false; vocab];
-            only[token as usize] = true;
-            only
+            TokenMask::only(token as usize, vocab)
         } else {
             let mask = matcher.allowed()?;
             if !mask.get(token as usize).copied().unwrap_or(false) {
@@ -386,7 +384,7 @@ pub fn replay_masks(
                     reason: "not allowed by the grammar here".into(),
                 });
             }
-            mask
+            TokenMask::from_bools(&mask)
         };
         matcher.consume(token)?;
         out.push(Some(mask));
@@ -401,7 +399,7 @@ pub fn sequence_logprobs<B: Backend>(
     model: &PolicyModel<B>,
     prompt: &[u32],
     continuation: &[u32],
-    masks: &[Option<Vec<bool>>],
+    masks: &[Option<TokenMask>],
     temperature: f32,
     device: &B::Device,
 ) -> Vec<f32> {
@@ -425,8 +423,11 @@ pub fn sequence_logprobs<B: Backend>(
         .enumerate()
         .map(|(i, &tok)| {
             let row = &logits[prompt.len() + i - 1];
-            masked_log_softmax(row, masks.get(i).and_then(|m| m.as_deref()), temperature)
-                [tok as usize] as f32
+            let mask = masks
+                .get(i)
+                .and_then(Option::as_ref)
+                .map(TokenMask::to_bools);
+            masked_log_softmax(row, mask.as_deref(), temperature)[tok as usize] as f32
         })
         .collect()
 }

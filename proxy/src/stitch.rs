@@ -112,7 +112,10 @@ mod tests {
         Episode {
             tokens: tokens.to_vec(),
             logprobs: mask.iter().map(|&m| if m { -0.5 } else { 0.0 }).collect(),
-            allowed: mask.iter().map(|&m| m.then(|| vec![true; 8])).collect(),
+            allowed: mask
+                .iter()
+                .map(|&m| m.then(|| sandgym_policy::TokenMask::from_bools(&[true; 8])))
+                .collect(),
             loss_mask: mask,
             turns: vec![Turn {
                 start: generated.start,

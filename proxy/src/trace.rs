@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use sandgym_chat_api::ChatRequest;
 use sandgym_env_api::Done;
-use sandgym_policy::{ActionLimits, Role, Tokenizer, ToolCallGrammar, replay_masks};
+use sandgym_policy::{ActionLimits, Role, TokenMask, Tokenizer, ToolCallGrammar, replay_masks};
 use sandgym_policy::{Episode, Turn};
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +104,7 @@ struct Segment {
     tokens: Vec<u32>,
     loss_mask: Vec<bool>,
     logprobs: Vec<f32>,
-    allowed: Vec<Option<Vec<bool>>>,
+    allowed: Vec<Option<TokenMask>>,
     turns: Vec<Turn>,
 }
 
@@ -128,7 +128,7 @@ impl Segment {
         self.allowed.extend(std::iter::repeat_n(None, rest.len()));
     }
 
-    fn push_completion(&mut self, ids: &[u32], logprobs: &[f32], masks: Vec<Option<Vec<bool>>>) {
+    fn push_completion(&mut self, ids: &[u32], logprobs: &[f32], masks: Vec<Option<TokenMask>>) {
         let start = self.tokens.len();
         self.tokens.extend_from_slice(ids);
         self.loss_mask.extend(std::iter::repeat_n(true, ids.len()));
@@ -153,7 +153,7 @@ impl TraceReader {
         }
     }
 
-    fn masks(&mut self, call: &CallRecord, ids: &[u32]) -> Result<Vec<Option<Vec<bool>>>, String> {
+    fn masks(&mut self, call: &CallRecord, ids: &[u32]) -> Result<Vec<Option<TokenMask>>, String> {
         let request: ChatRequest =
             serde_json::from_str(&call.request).map_err(|e| format!("request: {e}"))?;
         let key = chat::grammar_key(&request);

@@ -186,7 +186,7 @@ fn spans(episode: &Episode, tokenizer: &Tokenizer) -> Result<Vec<TokenSpan>> {
             .allowed
             .get(at)
             .and_then(|a| a.as_ref())
-            .is_some_and(|mask| mask.iter().filter(|&&ok| ok).count() == 1);
+            .is_some_and(|mask| mask.count() == 1);
         out.push(TokenSpan {
             text: tokenizer.decode(&[id])?,
             generated: true,
@@ -263,9 +263,8 @@ mod tests {
         let generated = tokenizer.encode(" forty two").unwrap();
         let n = context.len();
         let vocab = tokenizer.vocab_size();
-        let mut forced = vec![false; vocab];
-        forced[generated[0] as usize] = true;
-        let open = vec![true; vocab];
+        let forced = sandgym_policy::TokenMask::only(generated[0] as usize, vocab);
+        let open = sandgym_policy::TokenMask::from_bools(&vec![true; vocab]);
         let mut episode = Episode {
             tokens: [context.clone(), generated.clone(), context.clone()].concat(),
             loss_mask: [vec![false; n], vec![true; generated.len()], vec![false; n]].concat(),

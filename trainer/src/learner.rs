@@ -246,10 +246,9 @@ impl<B: AutodiffBackend> Learner<B> {
                 });
             }
             if let Some(reference) = reference {
-                let prompts =
-                    prefill_prompts(&refs, self.passes.detach_prompt, &device, || {
-                        reference.clone()
-                    });
+                let prompts = prefill_prompts(&refs, self.passes.detach_prompt, &device, || {
+                    reference.clone()
+                });
                 let (out, t, offsets) =
                     pass_after(reference, &refs, prompts, self.vocab, &device, |c| c);
                 let lp = target_logprobs(out.logits, &t, temperature);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use burn::tensor::backend::AutodiffBackend;
 use sandgym_env_api::{EnvSpec, SplitMix64, Trajectory};
-use sandgym_policy::{Rendered, Tokenizer, ToolCallGrammar, replay_masks};
+use sandgym_policy::{Rendered, TokenMask, Tokenizer, ToolCallGrammar, replay_masks};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -132,7 +132,7 @@ fn action_masks(
     rendered: &Rendered,
     grammar: &ToolCallGrammar,
     vocab: usize,
-) -> Option<Vec<Option<Vec<bool>>>> {
+) -> Option<Vec<Option<TokenMask>>> {
     let mut allowed = vec![None; rendered.ids.len()];
     let mut i = 0;
     while i < rendered.ids.len() {

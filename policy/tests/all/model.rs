@@ -440,13 +440,13 @@ fn constrained_sampling_logprobs_are_those_of_the_masked_distribution() {
         assert!(s.finished, "{}", tok.decode(&s.tokens).unwrap());
         // Replay the constraint to get each step's mask, then score in one pass.
         let mut matcher = grammar.matcher().unwrap();
-        let masks: Vec<Option<Vec<bool>>> = s
+        let masks: Vec<Option<sandgym_policy::TokenMask>> = s
             .tokens
             .iter()
             .map(|&t| {
                 let m = matcher.allowed().unwrap();
                 matcher.consume(t).unwrap();
-                Some(m)
+                Some(sandgym_policy::TokenMask::from_bools(&m))
             })
             .collect();
         let full = sequence_logprobs(&model, prompt, &s.tokens, &masks, 1.0, &device);

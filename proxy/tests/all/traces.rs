@@ -88,7 +88,7 @@ fn trajectories_hold_exactly_the_tokens_the_server_sampled() {
             for (j, m) in e.loss_mask.iter().enumerate() {
                 assert_eq!(*m, e.allowed[j].is_some());
                 if let Some(mask) = &e.allowed[j] {
-                    assert!(mask[e.tokens[j] as usize]);
+                    assert!(mask.allows(e.tokens[j] as usize));
                 }
             }
             assert_eq!(e.turns.last().unwrap().reward, 1.0);

@@ -225,8 +225,8 @@ fn detached_prompts_are_encoded_with_the_adapters_of_the_step_that_uses_them() {
         detach_prompt: true,
         micro_batch: 3,
     };
-    let mut detached = Learner::new(model, tok.vocab_size(), 1.0, Default::default())
-        .with_passes(passes);
+    let mut detached =
+        Learner::new(model, tok.vocab_size(), 1.0, Default::default()).with_passes(passes);
     let before = outputs(&detached, &data);
     for step in 0..3 {
         let whole = Learner::new(

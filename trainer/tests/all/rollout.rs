@@ -62,7 +62,7 @@ fn episodes_hold_exactly_what_the_policy_saw_and_sampled() {
         // the same tokens under the same masks.
         let first = e.turns[0].start;
         let last = e.turns.last().unwrap().end;
-        let masks: Vec<Option<Vec<bool>>> = e.allowed[first..last].to_vec();
+        let masks = e.allowed[first..last].to_vec();
         let full = sequence_logprobs(
             &model,
             &e.tokens[..first],
