@@ -132,6 +132,9 @@ impl<'a> Rows<'a> {
                 engine
             }
             slot => {
+                // Another size of batch: the old envs (sandbox instances the pool counts)
+                // go before the new ones are made.
+                *slot = None;
                 let backend = if self.wasm {
                     Backend::Wasm
                 } else {
