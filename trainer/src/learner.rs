@@ -263,8 +263,6 @@ impl<B: AutodiffBackend> Learner<B> {
         }
     }
 
-    /// The trained model's pass over `part`, with gradient (from the first action on when the
-    /// prompt is detached).
     /// The minibatch `samples` in its passes ([`Learner::parts`]), each with its prompts
     /// encoded without gradient where the prompt is detached. Every pass's prompts are
     /// encoded before the first gradient pass, all by one copy of the model with its
@@ -289,7 +287,8 @@ impl<B: AutodiffBackend> Learner<B> {
             .collect()
     }
 
-    /// The trained model's pass over `part` with gradient, from `prompts`.
+    /// The trained model's pass over `part` with gradient (from the first action on when the
+    /// prompt is detached), from `prompts`.
     fn train_pass(
         &self,
         part: &[&Sample],
