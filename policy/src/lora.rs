@@ -134,11 +134,6 @@ impl<B: Backend> Adapter<B> {
             .matmul(self.b.val())
             .mul_scalar(self.scale)
     }
-
-    /// `scale·A·B`, the change to the weight (`[in, out]`).
-    pub fn delta(&self) -> Tensor<B, 2> {
-        self.a.val().matmul(self.b.val()).mul_scalar(self.scale)
-    }
 }
 
 /// The adapters of one block, by [`LoraTarget`] (`None` where a projection is not adapted).
